@@ -1,0 +1,480 @@
+"""ChatitegoReActAgent: llama-index's workflow ``ReActAgent``, made never silent.
+
+Overrides (seed 000, "ReActAgent (remanié)"):
+- ``take_step``: inside it only ``RetryException`` and ``ForceFinalizeException``
+  exist; any other exception is converted to one of them. A retry replays the
+  same step with the error message appended *after* the scratchpad (llama-index
+  repeats the user question instead); after too many consecutive retries the
+  next call must give a final answer; if even that fails, a final answer is
+  composed from what is known.
+- ``parse_agent_output``: the final answer is checked before any step limit
+  (llama-index checks ``max_iterations`` first and raises on a finished turn).
+- ``handle_tool_call_results``: tells an empty result from a tool error, turns
+  foreign exceptions into teaching observations, handles ``ask_user``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from llama_index.core.agent.react.types import (
+    ActionReasoningStep,
+    BaseReasoningStep,
+    ObservationReasoningStep,
+    ResponseReasoningStep,
+)
+from llama_index.core.agent.workflow import ReActAgent
+from llama_index.core.agent.workflow.workflow_events import (
+    AgentInput,
+    AgentOutput,
+    AgentStream,
+    ToolCall,
+    ToolCallResult,
+)
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.llms import ChatMessage, MessageRole
+from llama_index.core.memory import BaseMemory
+from llama_index.core.tools import AsyncBaseTool, ToolSelection
+from llama_index.core.workflow import Context, StopEvent, step
+from pydantic import ValidationError
+
+from engine.errors import ForceFinalizeException, RetryException
+from engine.events import CorrectionEvent, StepBoundary
+from engine.formatter import InjectedThoughtStep
+from engine.observations import render_observation
+from engine.output_parser import RAW_INPUT_KEY, FORMAT_REMINDER, TolerantReActOutputParser
+from engine.prompts import FALLBACK_ANSWER, FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT, Language
+from engine.step_stream import StepShaper
+from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, stream_llm
+from engine.types import StopReason, ToolCallRecord
+
+logger = logging.getLogger(__name__)
+
+ASK_USER_TOOL = "ask_user"
+StepGate = Callable[[Context, int], Awaitable[None]]
+
+
+@dataclass
+class TurnState:
+    """Everything one run of the agent learns; a new agent (and state) per turn."""
+
+    language: Language = "fr"
+    max_steps: int = 8
+    max_consecutive_retries: int = 2
+    llm_calls: int = 0
+    consecutive_retries: int = 0
+    total_retries: int = 0
+    force_final: bool = False
+    force_final_reason: StopReason | None = None
+    force_final_attempted: bool = False
+    pending_correction: list[ChatMessage] = field(default_factory=list)
+    last_output: str = ""
+    pending_thoughts: list[str] = field(default_factory=list)
+    stop_reason: StopReason | None = None
+    stop_detail: str = ""
+    answer: str | None = None
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    observations: list[tuple[str, str]] = field(default_factory=list)
+    waiting_question: str | None = None
+    internal_errors: list[str] = field(default_factory=list)
+    # Reasoning to start from (resuming after ask_user); consumed by the first step.
+    initial_reasoning: list[BaseReasoningStep] = field(default_factory=list)
+
+    def request_final(self, reason: StopReason) -> None:
+        if not self.force_final:
+            self.force_final = True
+            self.force_final_reason = reason
+
+
+class ChatitegoReActAgent(ReActAgent):
+    """ReActAgent whose loop always ends with an answer or a typed stop reason."""
+
+    _turn: TurnState = PrivateAttr(default_factory=TurnState)
+    _retry_policy: RetryPolicy = PrivateAttr(default_factory=RetryPolicy)
+    _step_gate: StepGate | None = PrivateAttr(default=None)
+    _secrets: tuple[str, ...] = PrivateAttr(default=())
+
+    def configure_turn(
+        self,
+        state: TurnState,
+        *,
+        retry_policy: RetryPolicy,
+        step_gate: StepGate | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        """Attach the per-turn state and the orchestrator hook before ``run``."""
+        self._turn = state
+        self._retry_policy = retry_policy
+        self._step_gate = step_gate
+        self._secrets = tuple(secrets)
+        self.output_parser = TolerantReActOutputParser()
+
+    @property
+    def turn(self) -> TurnState:
+        return self._turn
+
+    def inject_thought(self, thought: str) -> None:
+        """Queue a corrective Thought for the next model call (used by the Finalizer)."""
+        self._turn.pending_thoughts.append(thought)
+
+    # --- one step -----------------------------------------------------------
+    async def take_step(
+        self,
+        ctx: Context,
+        llm_input: list[ChatMessage],
+        tools: Sequence[AsyncBaseTool],
+        memory: BaseMemory,
+    ) -> AgentOutput:
+        """One ReAct step; malformed output becomes a retry, never an exception."""
+        state = self._turn
+        if self._step_gate is not None:
+            await self._step_gate(ctx, state.llm_calls)
+        if state.llm_calls >= state.max_steps:
+            state.request_final(StopReason.MAX_STEPS)
+        try:
+            return await self._take_step_guarded(ctx, llm_input, tools)
+        except RetryException as exc:
+            return self._retry(ctx, exc.message)
+        except ForceFinalizeException as exc:
+            return self._force_final(ctx, exc.message)
+        except LLMCallFailed as exc:
+            return self._llm_failed(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the loop must not stop silently
+            logger.exception("unexpected error inside a ReAct step")
+            state.internal_errors.append(f"{type(exc).__name__}: {exc}")
+            return self._retry(ctx, f"An internal error occurred ({type(exc).__name__}). "
+                               "Try again, or answer with what you know.")
+
+    async def _take_step_guarded(
+        self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[AsyncBaseTool]
+    ) -> AgentOutput:
+        state = self._turn
+        if llm_input and llm_input[0].role == MessageRole.SYSTEM:
+            llm_input = llm_input[1:]
+        reasoning: list[BaseReasoningStep] = await ctx.store.get(self.reasoning_key, default=[])
+        if state.initial_reasoning:
+            reasoning = [*state.initial_reasoning, *reasoning]
+            state.initial_reasoning = []
+            await ctx.store.set(self.reasoning_key, reasoning)
+        if state.pending_thoughts:
+            reasoning.extend(InjectedThoughtStep(thought=t) for t in state.pending_thoughts)
+            state.pending_thoughts.clear()
+            await ctx.store.set(self.reasoning_key, reasoning)
+        messages = self.formatter.format(tools, chat_history=llm_input, current_reasoning=reasoning)
+        messages.extend(state.pending_correction)
+        if state.force_final:
+            state.force_final_attempted = True
+            reason = STOP_REASON_TEXT[state.language].get(
+                (state.force_final_reason or StopReason.FORCED_FINAL).value, ""
+            )
+            messages.append(
+                ChatMessage(
+                    role=MessageRole.USER,
+                    content=FORCE_FINAL_INSTRUCTION[state.language].format(reason=reason),
+                )
+            )
+        state.last_output = ""
+        text = await self._call_model(ctx, merge_same_roles(messages), reasoning)
+        state.llm_calls += 1
+        state.last_output = text
+        step_out = self.output_parser.parse(text, is_streaming=False)
+        if isinstance(step_out, ResponseReasoningStep):
+            return await self._answered(ctx, reasoning, step_out, text)
+        action = cast(ActionReasoningStep, step_out)
+        if state.force_final:
+            return self._compose_fallback()
+        tool, kwargs = resolve_tool_call(action, tools)
+        action = ActionReasoningStep(thought=action.thought, action=tool, action_input=kwargs)
+        reasoning.append(action)
+        await ctx.store.set(self.reasoning_key, reasoning)
+        state.pending_correction = []
+        state.consecutive_retries = 0
+        return AgentOutput(
+            response=ChatMessage(role=MessageRole.ASSISTANT, content=text),
+            tool_calls=[ToolSelection(tool_id=str(uuid.uuid4()), tool_name=tool, tool_kwargs=kwargs)],
+            raw=None,
+            current_agent_name=self.name,
+        )
+
+    async def _call_model(
+        self, ctx: Context, messages: list[ChatMessage], reasoning: list[BaseReasoningStep]
+    ) -> str:
+        after_observation = bool(self._turn.pending_correction) or bool(
+            reasoning and not isinstance(reasoning[-1], ActionReasoningStep)
+        )
+        shaper = StepShaper(needs_leading_marker=after_observation)
+        shapers = [shaper]
+
+        def forward(delta: str) -> None:
+            out = shapers[-1].feed(delta)
+            if out and ctx.is_running:
+                ctx.write_event_to_stream(
+                    AgentStream(delta=out, response="", current_agent_name=self.name)
+                )
+
+        def restart(attempt: int, error: str) -> None:
+            shapers.append(StepShaper(needs_leading_marker=after_observation))
+            if ctx.is_running:
+                ctx.write_event_to_stream(
+                    CorrectionEvent(kind="llm_retry", message=f"attempt {attempt}: {error}")
+                )
+
+        await stream_llm(
+            self.llm,
+            messages,
+            forward,
+            policy=self._retry_policy,
+            on_retry=restart,
+            secrets=self._secrets,
+        )
+        tail = shapers[-1].finish()
+        if tail and ctx.is_running:
+            ctx.write_event_to_stream(AgentStream(delta=tail, response="", current_agent_name=self.name))
+        return shapers[-1].kept_text
+
+    async def _answered(
+        self,
+        ctx: Context,
+        reasoning: list[BaseReasoningStep],
+        step_out: ResponseReasoningStep,
+        text: str,
+    ) -> AgentOutput:
+        state = self._turn
+        reasoning.append(step_out)
+        await ctx.store.set(self.reasoning_key, reasoning)
+        state.answer = step_out.response
+        if state.stop_reason is None:
+            state.stop_reason = state.force_final_reason if state.force_final else StopReason.ANSWERED
+        return AgentOutput(
+            response=ChatMessage(role=MessageRole.ASSISTANT, content=text),
+            raw=None,
+            current_agent_name=self.name,
+        )
+
+    # --- the two loop exceptions, and the model being unreachable ------------
+    def _retry(self, ctx: Context, message: str) -> AgentOutput:
+        state = self._turn
+        state.consecutive_retries += 1
+        state.total_retries += 1
+        if state.force_final_attempted:
+            return self._compose_fallback()
+        if state.consecutive_retries > state.max_consecutive_retries:
+            return self._force_final(ctx, message)
+        if ctx.is_running:
+            ctx.write_event_to_stream(CorrectionEvent(kind="retry", message=message))
+        # The model sees its own faulty output, then what was wrong with it.
+        state.pending_correction = [
+            *([ChatMessage(role=MessageRole.ASSISTANT, content=state.last_output)]
+              if state.last_output.strip() else []),
+            ChatMessage(role=MessageRole.USER, content=f"Error: {message}"),
+        ]
+        return self._loop_again()
+
+    def _force_final(self, ctx: Context, message: str) -> AgentOutput:
+        state = self._turn
+        if state.force_final_attempted:
+            return self._compose_fallback()
+        state.request_final(StopReason.FORCED_FINAL)
+        state.pending_correction = []
+        if ctx.is_running:
+            ctx.write_event_to_stream(CorrectionEvent(kind="force_final", message=message))
+        return self._loop_again()
+
+    def _loop_again(self) -> AgentOutput:
+        # A non-empty retry_messages makes parse_agent_output run another step.
+        return AgentOutput(
+            response=ChatMessage(role=MessageRole.ASSISTANT, content=""),
+            retry_messages=[ChatMessage(role=MessageRole.USER, content="retry")],
+            raw=None,
+            current_agent_name=self.name,
+        )
+
+    def _llm_failed(self, exc: LLMCallFailed) -> AgentOutput:
+        state = self._turn
+        state.stop_reason = (
+            StopReason.LLM_AUTH_FAILED if exc.kind is FaultKind.AUTH else StopReason.LLM_UNAVAILABLE
+        )
+        state.stop_detail = exc.message
+        return self._final_output(compose_fallback_answer(state, state.stop_reason))
+
+    def _compose_fallback(self) -> AgentOutput:
+        state = self._turn
+        reason = state.force_final_reason or StopReason.FORCED_FINAL
+        state.stop_reason = reason
+        return self._final_output(compose_fallback_answer(state, reason))
+
+    def _final_output(self, answer: str) -> AgentOutput:
+        self._turn.answer = answer
+        return AgentOutput(
+            response=ChatMessage(role=MessageRole.ASSISTANT, content=answer),
+            raw=None,
+            current_agent_name=self.name,
+        )
+
+    # --- workflow steps -----------------------------------------------------------
+    @step
+    async def parse_agent_output(
+        self, ctx: Context, ev: AgentOutput
+    ) -> StopEvent | AgentInput | ToolCall | None:
+        """Route an agent output: retry, final answer, or tool calls (no iteration cap here)."""
+        memory: BaseMemory = await ctx.store.get("memory")
+        if ev.retry_messages:
+            return AgentInput(input=await memory.aget(), current_agent_name=self.name)
+        if not ev.tool_calls:
+            output = await self.finalize(ctx, ev, memory)
+            await ctx.store.set("current_tool_calls", [])
+            return StopEvent(result=output)
+        await ctx.store.set("num_tool_calls", len(ev.tool_calls))
+        for tool_call in ev.tool_calls:
+            ctx.send_event(
+                ToolCall(
+                    tool_name=tool_call.tool_name,
+                    tool_kwargs=tool_call.tool_kwargs,
+                    tool_id=tool_call.tool_id,
+                )
+            )
+        return None
+
+    async def handle_tool_call_results(
+        self, ctx: Context, results: list[ToolCallResult], memory: BaseMemory
+    ) -> None:
+        """Record each tool result as an Observation; errors teach, empty is not an error."""
+        state = self._turn
+        reasoning: list[BaseReasoningStep] = await ctx.store.get(self.reasoning_key, default=[])
+        for result in results:
+            output = result.tool_output
+            observation = render_observation(result.tool_name, output)
+            if isinstance(output.exception, ForceFinalizeException):
+                state.request_final(StopReason.FORCED_FINAL)
+            state.tool_calls.append(
+                ToolCallRecord(
+                    name=result.tool_name,
+                    kwargs=dict(result.tool_kwargs),
+                    output=observation,
+                    is_error=bool(output.is_error),
+                )
+            )
+            state.observations.append((result.tool_name, observation))
+            reasoning.append(ObservationReasoningStep(observation=observation))
+            if result.tool_name == ASK_USER_TOOL and not output.is_error:
+                question = str(output.content).strip()
+                state.waiting_question = question
+                state.stop_reason = StopReason.WAITING_FOR_USER
+                state.answer = question
+                reasoning.append(
+                    ResponseReasoningStep(thought="I need the user's answer.", response=question)
+                )
+                break
+        await ctx.store.set(self.reasoning_key, reasoning)
+
+    async def finalize(self, ctx: Context, output: AgentOutput, memory: BaseMemory) -> AgentOutput:
+        """Keep the clean answer as the response; clear the scratchpad for the next run."""
+        state = self._turn
+        if state.answer is not None:
+            output.response = ChatMessage(role=MessageRole.ASSISTANT, content=state.answer)
+        await ctx.store.set(self.reasoning_key, [])
+        return output
+
+
+def resolve_tool_call(
+    action: ActionReasoningStep, tools: Sequence[AsyncBaseTool]
+) -> tuple[str, dict[str, Any]]:
+    """Check the tool name and arguments; normalise what is unambiguous, else RetryException."""
+    by_name = {t.metadata.get_name(): t for t in tools}
+    name = action.action
+    if name not in by_name:
+        wanted = _normalise_name(name)
+        matches = [n for n in by_name if _normalise_name(n) == wanted]
+        if len(matches) != 1:
+            available = ", ".join(sorted(by_name)) or "(none)"
+            raise RetryException(
+                f"There is no tool named '{name}'. Available tools: {available}. "
+                "Use one of them exactly as written, or give your Answer."
+            )
+        name = matches[0]
+    tool = by_name[name]
+    kwargs = _normalise_kwargs(name, dict(action.action_input), tool)
+    return name, kwargs
+
+
+def _normalise_name(name: str) -> str:
+    return name.lower().replace("-", "_").replace(" ", "_").split(".")[-1]
+
+
+def _normalise_kwargs(name: str, kwargs: dict[str, Any], tool: AsyncBaseTool) -> dict[str, Any]:
+    schema_cls = tool.metadata.fn_schema
+    if schema_cls is None:
+        return kwargs
+    fields = schema_cls.model_fields
+    required = [f for f, info in fields.items() if info.is_required()]
+    example = _example_args(fields, required)
+    if RAW_INPUT_KEY in kwargs:
+        raw = kwargs.pop(RAW_INPUT_KEY)
+        if len(required) == 1 and not kwargs:
+            kwargs = {required[0]: raw}
+        else:
+            raise RetryException(
+                f"The Action Input of {name} must be a JSON object, e.g. {example}."
+            )
+    unknown = [k for k in kwargs if k not in fields]
+    if unknown and len(required) == 1 and len(kwargs) == 1 and required[0] not in kwargs:
+        # Small models rename the only argument ("input", "query"): map it back.
+        kwargs = {required[0]: next(iter(kwargs.values()))}
+        unknown = []
+    if unknown:
+        raise RetryException(
+            f"{name} has no argument {', '.join(repr(u) for u in unknown)}. "
+            f"Its arguments are: {', '.join(fields) or 'none'}. Example: {example}."
+        )
+    try:
+        schema_cls.model_validate(kwargs)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
+        )
+        raise RetryException(
+            f"Invalid arguments for {name}: {problems}. Example: {example}. " + FORMAT_REMINDER
+        ) from None
+    return kwargs
+
+
+def _example_args(fields: dict[str, Any], required: list[str]) -> str:
+    names = required or list(fields)[:1]
+    inner = ", ".join(f'"{n}": "..."' for n in names)
+    return "{" + inner + "}"
+
+
+def merge_same_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Merge consecutive user messages: several chat APIs reject them."""
+    merged: list[ChatMessage] = []
+    for msg in messages:
+        if merged and msg.role == MessageRole.USER and merged[-1].role == MessageRole.USER:
+            previous = merged[-1]
+            merged[-1] = ChatMessage(
+                role=MessageRole.USER, content=f"{previous.content or ''}\n\n{msg.content or ''}"
+            )
+        else:
+            merged.append(msg)
+    return merged
+
+
+def compose_fallback_answer(state: TurnState, reason: StopReason) -> str:
+    """A clear final answer built from what the turn learnt, when the model could not give one."""
+    texts = FALLBACK_ANSWER[state.language]
+    reason_text = STOP_REASON_TEXT[state.language].get(reason.value, reason.value)
+    lines = [texts["intro"].format(reason=reason_text)]
+    useful = [(tool, obs) for tool, obs in state.observations if not obs.startswith("Error")]
+    if useful:
+        lines.append(texts["known"])
+        lines.extend(f"- {tool} → {obs[:300]}" for tool, obs in useful[-5:])
+    else:
+        lines.append(texts["nothing"])
+    lines.append(texts["next"])
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""Building the configured LLM (Mistral, an OpenAI-compatible endpoint; local in models/).
+
+Stop sequences are set here because the agent calls ``astream_chat`` without
+per-call kwargs: ``Observation:`` stops the model before it invents a tool
+result (the client-side cut in ``step_stream`` stays as the guarantee).
+"""
+
+from __future__ import annotations
+
+from llama_index.core.llms import LLM
+
+from engine.settings import AppConfig
+
+STOP_SEQUENCES = ["\nObservation:", "\nObservation :"]
+
+
+class LLMConfigurationError(Exception):
+    """The configured provider cannot be built; the message says what to set."""
+
+
+def resolve_provider(config: AppConfig) -> str:
+    """The provider ``auto`` stands for, given what is configured."""
+    if config.llm_provider != "auto":
+        return config.llm_provider
+    if config.mistral_api_key is not None and config.mistral_api_key.get_secret_value():
+        return "mistral"
+    if config.openai_like_base_url:
+        return "openai_like"
+    return "local"
+
+
+def build_llm(config: AppConfig) -> LLM:
+    """The LLM the configuration asks for."""
+    provider = resolve_provider(config)
+    if provider == "mistral":
+        return build_mistral(config)
+    if provider == "openai_like":
+        return build_openai_like(config)
+    from engine.models.local_llm import build_local_llm
+
+    return build_local_llm(config)
+
+
+def build_mistral(config: AppConfig) -> LLM:
+    """Mistral through llama-index-llms-mistralai, with a real SDK retry configuration."""
+    from llama_index.llms.mistralai import MistralAI
+    from mistralai.client.utils.retries import BackoffStrategy, RetryConfig
+
+    if config.mistral_api_key is None or not config.mistral_api_key.get_secret_value():
+        raise LLMConfigurationError(
+            "LLM_PROVIDER=mistral needs MISTRAL_API_KEY (environment or chatitego.toml)."
+        )
+    # The wrapper passes max_retries as an int, which the SDK ignores: give it a
+    # RetryConfig (honours Retry-After). The engine adds its own time budget on top.
+    retries = RetryConfig(
+        "backoff",
+        BackoffStrategy(
+            initial_interval=500,
+            max_interval=8000,
+            exponent=2.0,
+            max_elapsed_time=int(config.llm_retry_budget_s * 1000 / 2),
+        ),
+        retry_connection_errors=True,
+    )
+    kwargs: dict[str, object] = {
+        "model": config.mistral_model,
+        "api_key": config.mistral_api_key.get_secret_value(),
+        "temperature": config.llm_temperature,
+        "max_tokens": config.llm_max_tokens,
+        "timeout": int(config.llm_timeout_s),
+        "additional_kwargs": {"retries": retries, "stop": STOP_SEQUENCES},
+    }
+    if config.mistral_endpoint:
+        kwargs["endpoint"] = config.mistral_endpoint
+    return MistralAI(**kwargs)  # type: ignore[arg-type]
+
+
+def build_openai_like(config: AppConfig) -> LLM:
+    """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp server)."""
+    from llama_index.llms.openai_like import OpenAILike
+
+    if not config.openai_like_base_url:
+        raise LLMConfigurationError(
+            "LLM_PROVIDER=openai_like needs OPENAI_LIKE_BASE_URL, e.g. http://localhost:11434/v1."
+        )
+    key = config.openai_like_api_key.get_secret_value() if config.openai_like_api_key else "none"
+    return OpenAILike(
+        model=config.openai_like_model,
+        api_base=config.openai_like_base_url,
+        api_key=key,
+        is_chat_model=True,
+        context_window=8192,
+        max_tokens=config.llm_max_tokens,
+        temperature=config.llm_temperature,
+        timeout=config.llm_timeout_s,
+        max_retries=2,
+        additional_kwargs={"stop": STOP_SEQUENCES},
+    )

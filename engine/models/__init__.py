@@ -1,0 +1,1 @@
+"""Model loading: embeddings (router, RAG) and the embedded local LLM."""

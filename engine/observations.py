@@ -1,0 +1,57 @@
+"""Turning a tool's output into the Observation text the model (and the user) reads.
+
+Used by the agent (what goes into the prompt) and by the engine (what goes
+into the raw stream), so both always show the same text.
+"""
+
+from __future__ import annotations
+
+import re
+
+from llama_index.core.tools import ToolOutput
+
+from engine.errors import ForceFinalizeException, RetryException
+
+MAX_OBSERVATION_CHARS = 6000
+EMPTY_RESULT_TEXT = "(empty result: the tool ran correctly and returned nothing)"
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def render_observation(tool_name: str, output: ToolOutput) -> str:
+    """The Observation text for one tool result; errors say how to go on."""
+    if output.is_error:
+        return _render_error(tool_name, output)
+    text = clean_text(str(output.content))
+    if not text.strip():
+        return EMPTY_RESULT_TEXT
+    return truncate(text)
+
+
+def is_empty_result(text: str) -> bool:
+    """True when ``text`` is the rendering of a legitimately empty tool result."""
+    return text == EMPTY_RESULT_TEXT
+
+
+def _render_error(tool_name: str, output: ToolOutput) -> str:
+    exc = output.exception
+    if isinstance(exc, (RetryException, ForceFinalizeException)):
+        return f"Error from {tool_name}: {exc.message}"
+    detail = clean_text(str(exc) if exc is not None else str(output.content))[:500]
+    kind = type(exc).__name__ if exc is not None else "error"
+    return (
+        f"Error: the tool {tool_name} failed ({kind}: {detail}). Check the arguments "
+        "against the tool description and try again with corrected arguments, "
+        "or answer with what you already know."
+    )
+
+
+def clean_text(text: str) -> str:
+    """Drop control characters that would corrupt a prompt or a terminal."""
+    return _CONTROL_CHARS.sub("", text)
+
+
+def truncate(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
+    """Bound an observation so one tool cannot fill the context window."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... truncated: {len(text) - limit} more characters]"

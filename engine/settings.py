@@ -1,0 +1,86 @@
+"""Every setting in one place: environment variables, then an optional TOML file, then defaults.
+
+Environment variables win over ``chatitego.toml`` (or the file named by
+``CHATITEGO_CONFIG``); the README's settings table is generated from the
+fields below (``python -m engine settings``).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+# Offline by default: no model hub is reachable on many customer sites. Set
+# before any Hugging Face library reads it.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+LLMProvider = Literal["auto", "mistral", "openai_like", "local"]
+
+
+def config_file() -> Path:
+    return Path(os.environ.get("CHATITEGO_CONFIG", "chatitego.toml"))
+
+
+class AppConfig(BaseSettings):
+    """Chatitego configuration (env var = field name in upper case)."""
+
+    model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
+
+    llm_provider: LLMProvider = Field(
+        "auto", description="auto | mistral | openai_like | local (auto: Mistral if a key is set)"
+    )
+    mistral_api_key: SecretStr | None = Field(None, description="Mistral API key")
+    mistral_model: str = Field("mistral-small-latest", description="Mistral model name")
+    mistral_endpoint: str | None = Field(None, description="Mistral API base URL (optional)")
+    openai_like_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint (Ollama, vLLM, llama.cpp server)"
+    )
+    openai_like_model: str = Field("local-model", description="Model name at that endpoint")
+    openai_like_api_key: SecretStr | None = Field(None, description="Key for that endpoint")
+    llm_max_tokens: int = Field(1024, ge=64, description="Max tokens per model call")
+    llm_temperature: float = Field(0.0, ge=0.0, le=1.0, description="Sampling temperature")
+    llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one model request (s)")
+    llm_retry_budget_s: float = Field(90.0, gt=0, description="Total time for retries (s)")
+    llm_max_attempts: int = Field(4, ge=1, description="Attempts per model call")
+    llm_stall_timeout_s: float = Field(30.0, gt=0, description="Max silence inside a stream (s)")
+    max_steps: int = Field(8, ge=1, le=50, description="Max model calls (ReAct steps) per turn")
+    max_consecutive_retries: int = Field(2, ge=0, description="Format retries before forcing")
+    router_top_k: int = Field(4, ge=1, description="Tools routed per prompt (besides always-on)")
+    history_max_messages: int = Field(12, ge=0, description="History messages sent to the model")
+    history_max_chars: int = Field(6000, ge=200, description="Character budget of that history")
+    data_dir: Path = Field(Path("data"), description="Where themes, indexes and models live")
+    language: Literal["fr", "en"] = Field("fr", description="Default answer language")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
+        return (init_settings, env_settings, toml)
+
+    def secrets(self) -> list[str]:
+        """Secret values to redact from any message."""
+        keys = (self.mistral_api_key, self.openai_like_api_key)
+        return [k.get_secret_value() for k in keys if k is not None and k.get_secret_value()]
+
+
+@lru_cache(maxsize=1)
+def get_config() -> AppConfig:
+    """The process-wide configuration, read once."""
+    return AppConfig()
