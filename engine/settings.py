@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -48,6 +48,12 @@ class AppConfig(BaseSettings):
     )
     openai_like_model: str = Field("local-model", description="Model name at that endpoint")
     openai_like_api_key: SecretStr | None = Field(None, description="Key for that endpoint")
+    local_llm_path: str | None = Field(None, description="Path of another GGUF model to run")
+    local_llm_repo: str | None = Field(None, description="Hub repo of a GGUF (when online)")
+    local_llm_file: str | None = Field(None, description="GGUF file name in that repo")
+    local_llm_threads: int = Field(0, ge=0, description="llama.cpp threads (0 = all free cores)")
+    local_llm_context: int = Field(4096, ge=2048, description="Local model context window")
+    local_llm_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU (-1 all)")
     llm_max_tokens: int = Field(1024, ge=64, description="Max tokens per model call")
     llm_temperature: float = Field(0.0, ge=0.0, le=1.0, description="Sampling temperature")
     llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one model request (s)")
@@ -59,7 +65,11 @@ class AppConfig(BaseSettings):
     router_top_k: int = Field(4, ge=1, description="Tools routed per prompt (besides always-on)")
     history_max_messages: int = Field(12, ge=0, description="History messages sent to the model")
     history_max_chars: int = Field(6000, ge=200, description="Character budget of that history")
-    data_dir: Path = Field(Path("data"), description="Where themes, indexes and models live")
+    data_dir: Path = Field(
+        Path("data"),
+        validation_alias=AliasChoices("chatitego_data_dir", "data_dir"),
+        description="Where themes, indexes and models live (env CHATITEGO_DATA_DIR)",
+    )
     language: Literal["fr", "en"] = Field("fr", description="Default answer language")
 
     @classmethod

