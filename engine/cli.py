@@ -8,8 +8,10 @@ import sys
 from typing import TextIO
 
 from engine.engine import ReActEngine
-from engine.stream_parser import ReActStreamParser
-from engine.types import ReActBlock, ReActType, StopReason
+from engine.llms import LLMConfigurationError
+from engine.markers import PartialLine, classify_partial_line, match_marker
+from engine.settings import AppConfig
+from engine.types import ReActType, StopReason
 
 _DIM = "\033[2m"
 _BOLD = "\033[1m"
@@ -23,62 +25,78 @@ _LABELS = {
 
 
 class TerminalRenderer:
-    """Print a raw ReAct stream: reasoning dimmed, the answer plain, as tokens arrive."""
+    """Print a raw ReAct stream as it arrives: reasoning dimmed, the answer plain.
+
+    Line-based: a line's type is known from its start (a marker) or is the
+    type of the line before; a line start that may still become a marker is
+    held until it is decided, so nothing printed ever needs to be taken back.
+    """
 
     def __init__(self, out: TextIO, *, show_all: bool, color: bool) -> None:
         self.out = out
         self.show_all = show_all
         self.color = color
-        self.parser = ReActStreamParser()
-        self._printed = 0  # characters of the current block already printed
-        self._started = False  # header of the current block printed
+        self._kind: ReActType | None = None  # type of the line being printed
+        self._held = ""  # undecided start of the current line
+        self._line_open = False  # current line's start decided and printed
+        self._trim_next = False
 
     def feed(self, delta: str) -> None:
-        for block in self.parser.feed(delta):
-            self._finish_block(block)
-        current = self.parser.current
-        if current is not None and current.type is not ReActType.UNKNOWN:
-            self._print_progress(current)
+        text, self._held = self._held + delta, ""
+        while text:
+            if self._line_open:
+                chunk, newline, text = text.partition("\n")
+                self._print(chunk + newline)
+                self._line_open = not newline
+                continue
+            line, newline, rest = text.partition("\n")
+            if not newline and classify_partial_line(line) is PartialLine.MAYBE:
+                self._held = line
+                return
+            self._start_line(line)
+            self._print(newline)
+            self._line_open = not newline
+            text = rest
 
     def close(self) -> None:
-        for block in self.parser.flush():
-            self._finish_block(block)
-
-    def _visible(self, kind: ReActType) -> bool:
-        return self.show_all or kind.is_closing
-
-    def _print_progress(self, block: ReActBlock) -> None:
-        if not self._visible(block.type):
-            return
-        if not self._started:
-            self._header(block.type)
-        new = block.content[self._printed :]
-        if new:
-            self._write(new, block.type)
-            self._printed = len(block.content)
-
-    def _finish_block(self, block: ReActBlock) -> None:
-        if self._visible(block.type):
-            if not self._started:
-                self._header(block.type)
-            self._write(block.content[self._printed :], block.type)
+        if self._held:
+            self._start_line(self._held)
+            self._held = ""
+        if self._visible():
             self.out.write("\n")
-        self._printed = 0
-        self._started = False
         self.out.flush()
 
-    def _header(self, kind: ReActType) -> None:
-        self._started = True
-        if not kind.is_closing:
-            self._write(f"{_LABELS.get(kind, kind.value)}: ", kind)
-        elif self.show_all:
-            self.out.write(f"{_BOLD}» {_RESET}" if self.color else "» ")
+    def _start_line(self, line: str) -> None:
+        self._trim_next = False
+        marker = match_marker(line)
+        if marker is None:
+            self._print(line)
+            return
+        self._kind = marker[0]
+        rest = _raw_rest(line)
+        label = (
+            ("» " if self.show_all else "")
+            if self._kind.is_closing
+            else (f"{_LABELS.get(self._kind, self._kind.value)}: ")
+        )
+        self._print(label + rest)
+        # "Thought:" arrived alone: the rest of the line brings its own leading space.
+        self._trim_next = not rest
 
-    def _write(self, text: str, kind: ReActType) -> None:
+    def _visible(self) -> bool:
+        kind = self._kind or ReActType.ANSWER  # text before any marker may be the answer
+        return self.show_all or kind.is_closing
+
+    def _print(self, text: str) -> None:
+        if self._trim_next:
+            text = text.lstrip(" ")
+            self._trim_next = not text
+        if not text or not self._visible():
+            return
+        kind = self._kind or ReActType.ANSWER
         if self.color and not kind.is_closing:
-            self.out.write(f"{_DIM}{text}{_RESET}")
-        else:
-            self.out.write(text)
+            text = f"{_DIM}{text}{_RESET}"
+        self.out.write(text)
         self.out.flush()
 
 
@@ -122,6 +140,37 @@ async def chat_loop(engine: ReActEngine, show_all: bool, inp: TextIO, out: TextI
         history.append(reply)
 
 
+def _raw_rest(line: str) -> str:
+    """Text after a marker's colon, keeping trailing spaces (the next delta may continue it)."""
+    cut = max(line.find(":"), line.find("："))
+    rest = line[cut + 1 :] if cut >= 0 else ""
+    return rest.lstrip(" *_")
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from ``AppConfig``'s fields."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, info in AppConfig.model_fields.items():
+        default = info.default
+        shown = "" if default is None else str(default)
+        env = "CHATITEGO_DATA_DIR" if name == "data_dir" else name.upper()
+        rows.append(f"| `{env}` | `{shown}` | {info.description or ''} |")
+    return "\n".join(rows)
+
+
+_last_pct: dict[str, int] = {}
+
+
+def _print_progress(stage: str, done: int, total: int) -> None:
+    pct = 100 * done // total if total else 100
+    if _last_pct.get(stage) == pct // 5 and done < total:
+        return  # one line update per 5 %
+    _last_pct[stage] = pct // 5
+    label = {"assemble": "Assemblage du modèle local", "load": "Chargement du modèle local"}
+    end = "\n" if done >= total else ""
+    print(f"\r{label.get(stage, stage)} : {pct:3d} %", end=end, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -130,9 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("--lang", choices=("fr", "en"), default="fr")
     chat.add_argument("--detail", choices=("concise", "standard", "detailed"), default="standard")
     chat.add_argument("--theme", default=None, help="theme name (RAG over its documents)")
+    sub.add_parser("settings", help="print the settings table (Markdown)")
     args = parser.parse_args(argv)
+    if args.command == "settings":
+        print(settings_table())
+        return 0
     engine = ReActEngine()
-    engine.start(theme=args.theme, language=args.lang, detail=args.detail)
+    engine.progress = _print_progress
+    print("Chargement des modèles…", file=sys.stderr, flush=True)
+    try:
+        engine.start(theme=args.theme, language=args.lang, detail=args.detail)
+        engine.warm_up()
+    except LLMConfigurationError as exc:
+        print(f"Impossible de démarrer : {exc}", file=sys.stderr)
+        return 2
+    print(f"Prêt ({engine.describe_llm()}). Posez votre question ; 'exit' pour quitter.")
     try:
         asyncio.run(chat_loop(engine, args.show == "all", sys.stdin, sys.stdout))
     except KeyboardInterrupt:

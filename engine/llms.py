@@ -7,9 +7,13 @@ result (the client-side cut in ``step_stream`` stays as the guarantee).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llama_index.core.llms import LLM
 
 from engine.settings import AppConfig
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 STOP_SEQUENCES = ["\nObservation:", "\nObservation :"]
 
@@ -29,16 +33,19 @@ def resolve_provider(config: AppConfig) -> str:
     return "local"
 
 
-def build_llm(config: AppConfig) -> LLM:
-    """The LLM the configuration asks for."""
+def build_llm(config: AppConfig, progress: Progress | None = None) -> LLM:
+    """The LLM the configuration asks for (``progress`` reports local model preparation)."""
     provider = resolve_provider(config)
     if provider == "mistral":
         return build_mistral(config)
     if provider == "openai_like":
         return build_openai_like(config)
-    from engine.models.local_llm import build_local_llm
+    from engine.models.local_llm import LocalModelError, build_local_llm
 
-    return build_local_llm(config)
+    try:
+        return build_local_llm(config, progress)
+    except LocalModelError as exc:
+        raise LLMConfigurationError(str(exc)) from None
 
 
 def build_mistral(config: AppConfig) -> LLM:

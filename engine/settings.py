@@ -38,7 +38,9 @@ class AppConfig(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
 
     llm_provider: LLMProvider = Field(
-        "auto", description="auto | mistral | openai_like | local (auto: Mistral if a key is set)"
+        "auto",
+        description="auto, mistral, openai_like or local (auto: Mistral if a key is set, "
+        "else an OpenAI-compatible URL if set, else the local model)",
     )
     mistral_api_key: SecretStr | None = Field(None, description="Mistral API key")
     mistral_model: str = Field("mistral-small-latest", description="Mistral model name")
@@ -60,6 +62,10 @@ class AppConfig(BaseSettings):
     llm_retry_budget_s: float = Field(90.0, gt=0, description="Total time for retries (s)")
     llm_max_attempts: int = Field(4, ge=1, description="Attempts per model call")
     llm_stall_timeout_s: float = Field(30.0, gt=0, description="Max silence inside a stream (s)")
+    llm_backoff_initial_s: float = Field(
+        1.0, gt=0, description="First delay between two model attempts (s), doubled each time"
+    )
+    tool_timeout_s: float = Field(30.0, gt=0, description="Max time of one tool call (s)")
     max_steps: int = Field(8, ge=1, le=50, description="Max model calls (ReAct steps) per turn")
     max_consecutive_retries: int = Field(2, ge=0, description="Format retries before forcing")
     router_top_k: int = Field(4, ge=1, description="Tools routed per prompt (besides always-on)")

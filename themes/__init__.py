@@ -1,0 +1,1 @@
+"""Themes: one business domain each — documents, settings and index (in progress)."""

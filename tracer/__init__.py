@@ -1,0 +1,1 @@
+"""StreamlitChatTracer: rebuilds and decorates ReAct blocks in the chat page (in progress)."""
