@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,23 +40,24 @@ from llama_index.core.agent.workflow.workflow_events import (
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory
-from llama_index.core.tools import AsyncBaseTool, ToolSelection
+from llama_index.core.tools import AsyncBaseTool, ToolOutput, ToolSelection
 from llama_index.core.workflow import Context, StopEvent, step
 from pydantic import ValidationError
 
 from engine.errors import ForceFinalizeException, RetryException
-from engine.events import CorrectionEvent, StepBoundary
+from engine.events import CorrectionEvent
 from engine.formatter import InjectedThoughtStep
 from engine.observations import render_observation
-from engine.output_parser import RAW_INPUT_KEY, FORMAT_REMINDER, TolerantReActOutputParser
+from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY, TolerantReActOutputParser
 from engine.prompts import FALLBACK_ANSWER, FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT, Language
 from engine.step_stream import StepShaper
-from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, stream_llm
+from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, redact, stream_llm
 from engine.types import StopReason, ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
 ASK_USER_TOOL = "ask_user"
+DEFAULT_TOOL_TIMEOUT_S = 30.0
 StepGate = Callable[[Context, int], Awaitable[None]]
 
 
@@ -98,6 +100,7 @@ class ChatitegoReActAgent(ReActAgent):
     _retry_policy: RetryPolicy = PrivateAttr(default_factory=RetryPolicy)
     _step_gate: StepGate | None = PrivateAttr(default=None)
     _secrets: tuple[str, ...] = PrivateAttr(default=())
+    _tool_timeout_s: float = PrivateAttr(default=DEFAULT_TOOL_TIMEOUT_S)
 
     def configure_turn(
         self,
@@ -106,12 +109,14 @@ class ChatitegoReActAgent(ReActAgent):
         retry_policy: RetryPolicy,
         step_gate: StepGate | None = None,
         secrets: Sequence[str] = (),
+        tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
     ) -> None:
         """Attach the per-turn state and the orchestrator hook before ``run``."""
         self._turn = state
         self._retry_policy = retry_policy
         self._step_gate = step_gate
         self._secrets = tuple(secrets)
+        self._tool_timeout_s = tool_timeout_s
         self.output_parser = TolerantReActOutputParser()
 
     @property
@@ -123,7 +128,7 @@ class ChatitegoReActAgent(ReActAgent):
         self._turn.pending_thoughts.append(thought)
 
     # --- one step -----------------------------------------------------------
-    async def take_step(
+    async def take_step(  # type: ignore[override]  # the workflow always passes a Context
         self,
         ctx: Context,
         llm_input: list[ChatMessage],
@@ -147,10 +152,17 @@ class ChatitegoReActAgent(ReActAgent):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the loop must not stop silently
-            logger.exception("unexpected error inside a ReAct step")
-            state.internal_errors.append(f"{type(exc).__name__}: {exc}")
-            return self._retry(ctx, f"An internal error occurred ({type(exc).__name__}). "
-                               "Try again, or answer with what you know.")
+            # The message and traceback may quote an API key: redact before logging.
+            logger.error(
+                "unexpected error inside a ReAct step\n%s",
+                redact("".join(traceback.format_exception(exc)), self._secrets),
+            )
+            state.internal_errors.append(redact(f"{type(exc).__name__}: {exc}", self._secrets))
+            return self._retry(
+                ctx,
+                f"An internal error occurred ({type(exc).__name__}). "
+                "Try again, or answer with what you know.",
+            )
 
     async def _take_step_guarded(
         self, ctx: Context, llm_input: list[ChatMessage], tools: Sequence[AsyncBaseTool]
@@ -198,7 +210,9 @@ class ChatitegoReActAgent(ReActAgent):
         state.consecutive_retries = 0
         return AgentOutput(
             response=ChatMessage(role=MessageRole.ASSISTANT, content=text),
-            tool_calls=[ToolSelection(tool_id=str(uuid.uuid4()), tool_name=tool, tool_kwargs=kwargs)],
+            tool_calls=[
+                ToolSelection(tool_id=str(uuid.uuid4()), tool_name=tool, tool_kwargs=kwargs)
+            ],
             raw=None,
             current_agent_name=self.name,
         )
@@ -236,7 +250,9 @@ class ChatitegoReActAgent(ReActAgent):
         )
         tail = shapers[-1].finish()
         if tail and ctx.is_running:
-            ctx.write_event_to_stream(AgentStream(delta=tail, response="", current_agent_name=self.name))
+            ctx.write_event_to_stream(
+                AgentStream(delta=tail, response="", current_agent_name=self.name)
+            )
         return shapers[-1].kept_text
 
     async def _answered(
@@ -251,7 +267,9 @@ class ChatitegoReActAgent(ReActAgent):
         await ctx.store.set(self.reasoning_key, reasoning)
         state.answer = step_out.response
         if state.stop_reason is None:
-            state.stop_reason = state.force_final_reason if state.force_final else StopReason.ANSWERED
+            state.stop_reason = (
+                state.force_final_reason if state.force_final else StopReason.ANSWERED
+            )
         return AgentOutput(
             response=ChatMessage(role=MessageRole.ASSISTANT, content=text),
             raw=None,
@@ -271,8 +289,11 @@ class ChatitegoReActAgent(ReActAgent):
             ctx.write_event_to_stream(CorrectionEvent(kind="retry", message=message))
         # The model sees its own faulty output, then what was wrong with it.
         state.pending_correction = [
-            *([ChatMessage(role=MessageRole.ASSISTANT, content=state.last_output)]
-              if state.last_output.strip() else []),
+            *(
+                [ChatMessage(role=MessageRole.ASSISTANT, content=state.last_output)]
+                if state.last_output.strip()
+                else []
+            ),
             ChatMessage(role=MessageRole.USER, content=f"Error: {message}"),
         ]
         return self._loop_again()
@@ -318,6 +339,30 @@ class ChatitegoReActAgent(ReActAgent):
             current_agent_name=self.name,
         )
 
+    async def _call_tool(
+        self, ctx: Context, tool: AsyncBaseTool, tool_input: dict[str, Any]
+    ) -> ToolOutput:
+        """Run a tool within ``tool_timeout_s``: a hung tool becomes a teaching error."""
+        timeout = self._tool_timeout_s
+        try:
+            return await asyncio.wait_for(
+                super()._call_tool(ctx, tool, tool_input), timeout=timeout
+            )
+        except TimeoutError:
+            name = tool.metadata.get_name()
+            error = RetryException(
+                f"The tool {name} did not answer within {timeout:g} s. Try again with "
+                "simpler arguments, use another tool, or answer with what you already know."
+            )
+            return ToolOutput(
+                content=error.message,
+                tool_name=name,
+                raw_input=tool_input,
+                raw_output=None,
+                is_error=True,
+                exception=error,
+            )
+
     # --- workflow steps -----------------------------------------------------------
     @step
     async def parse_agent_output(
@@ -350,7 +395,7 @@ class ChatitegoReActAgent(ReActAgent):
         reasoning: list[BaseReasoningStep] = await ctx.store.get(self.reasoning_key, default=[])
         for result in results:
             output = result.tool_output
-            observation = render_observation(result.tool_name, output)
+            observation = render_observation(result.tool_name, output, self._secrets)
             if isinstance(output.exception, ForceFinalizeException):
                 state.request_final(StopReason.FORCED_FINAL)
             state.tool_calls.append(
@@ -437,7 +482,8 @@ def _normalise_kwargs(name: str, kwargs: dict[str, Any], tool: AsyncBaseTool) ->
         schema_cls.model_validate(kwargs)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
+            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+            for err in exc.errors()
         )
         raise RetryException(
             f"Invalid arguments for {name}: {problems}. Example: {example}. " + FORMAT_REMINDER
@@ -470,10 +516,16 @@ def compose_fallback_answer(state: TurnState, reason: StopReason) -> str:
     texts = FALLBACK_ANSWER[state.language]
     reason_text = STOP_REASON_TEXT[state.language].get(reason.value, reason.value)
     lines = [texts["intro"].format(reason=reason_text)]
-    useful = [(tool, obs) for tool, obs in state.observations if not obs.startswith("Error")]
+    # Each distinct result once: a model going in circles gets the same one many times.
+    useful = list(
+        dict.fromkeys(
+            (tool, obs) for tool, obs in state.observations if not obs.startswith("Error")
+        )
+    )
     if useful:
         lines.append(texts["known"])
-        lines.extend(f"- {tool} → {obs[:300]}" for tool, obs in useful[-5:])
+        # One line per result: a tool's own line breaks could read as ReAct markers.
+        lines.extend(f"- {tool} → {' '.join(obs[:300].split())}" for tool, obs in useful[-5:])
     else:
         lines.append(texts["nothing"])
     lines.append(texts["next"])

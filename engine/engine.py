@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import traceback
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.agent.react.types import ActionReasoningStep, ObservationReasoningStep
@@ -27,14 +29,15 @@ from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
-from engine.llms import LLMConfigurationError, build_llm
+from engine.llms import LLMConfigurationError
+from engine.markers import is_fence, match_marker
 from engine.observations import render_observation
 from engine.prompts import STOP_REASON_TEXT, Language, system_header
 from engine.router import ToolRouter
 from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
-from engine.transport import RetryPolicy
+from engine.transport import RetryPolicy, redact
 from engine.types import ReActType, Source, StopReason, TurnOutcome
 
 logger = logging.getLogger(__name__)
@@ -57,7 +60,7 @@ class _StepGate:
         ctx.write_event_to_stream(StepBoundary(step=step))
         try:
             await asyncio.wait_for(event.wait(), timeout=_GATE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logger.warning("step %d started without the orchestrator's acknowledgement", step)
 
     def ack(self, step: int) -> None:
@@ -85,6 +88,7 @@ class ReActEngine:
         self._extra_tools = list(tools or [])
         self._embed_model = embed_model
         self._token = token
+        self.progress: Any = None  # callable(stage, done, total) shown while models load
         self._started = False
         self._router: ToolRouter | None = None
         self.theme: str | None = None
@@ -129,10 +133,28 @@ class ReActEngine:
     def _embed_model_for(self, routable: Sequence[BaseTool]) -> BaseEmbedding | None:
         needs = len(routable) - len(ALWAYS_ON_GENERAL_TOOLS) > self.config.router_top_k
         if needs and self._embed_model is None:
-            from engine.models.embeddings import load_packaged_minilm
+            if self._llm is None:
+                self._embed_model = self._app_settings().embed_model
+            else:  # an injected LLM (tests, benchmarks): do not load the configured one
+                from engine.models.embeddings import load_packaged_minilm
 
-            self._embed_model = load_packaged_minilm()
+                self._embed_model = load_packaged_minilm()
         return self._embed_model
+
+    def _app_settings(self) -> Any:
+        from engine.models.app_settings import AppSettingsManager
+
+        return AppSettingsManager.load_models(self.config, progress=self.progress)
+
+    def warm_up(self) -> None:
+        """Load the configured models now (instead of at the first prompt)."""
+        self._get_llm()
+
+    def describe_llm(self) -> str:
+        """A short, key-free description of the model in use."""
+        llm = self._get_llm()
+        name = getattr(llm, "model", None) or getattr(llm, "model_path", None) or ""
+        return f"{type(llm).__name__} {Path(str(name)).name if name else ''}".strip()
 
     def set_history(self, messages: Sequence[Mapping[str, Any]] | None) -> None:
         """Give the conversation so far (OpenAI style); it is cleaned and compressed."""
@@ -169,7 +191,8 @@ class ReActEngine:
 
     async def _stream(self, prompt: str) -> AsyncIterator[str]:
         state = self._state()
-        out = _RawStream(self.language, self.config.max_steps)
+        secrets = self.config.secrets()
+        out = _RawStream(self.language, self.config.max_steps, secrets)
         history = self._history
         handler = None
         finished = False
@@ -183,7 +206,8 @@ class ReActEngine:
                 state,
                 retry_policy=self._retry_policy(),
                 step_gate=gate.wait,
-                secrets=self.config.secrets(),
+                secrets=secrets,
+                tool_timeout_s=self.config.tool_timeout_s,
             )
             agent.llm = llm
             user_msg, chat_history = prompt, history.messages
@@ -198,15 +222,19 @@ class ReActEngine:
             finished = True
         except LLMConfigurationError as exc:
             state.stop_reason = StopReason.LLM_UNAVAILABLE
-            state.answer = str(exc)
+            state.answer = redact(str(exc), secrets)
         except (GeneratorExit, asyncio.CancelledError):
             state.stop_reason = StopReason.CANCELLED
             self.last_outcome = out.outcome(state, self.language)
             raise
         except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
-            logger.exception("turn failed outside the ReAct loop")
+            # The message and traceback may quote an API key: redact before logging.
+            logger.error(
+                "turn failed outside the ReAct loop\n%s",
+                redact("".join(traceback.format_exception(exc)), secrets),
+            )
             state.stop_reason = StopReason.INTERNAL_ERROR
-            state.stop_detail = f"{type(exc).__name__}: {exc}"
+            state.stop_detail = redact(f"{type(exc).__name__}: {exc}", secrets)
         finally:
             if handler is not None and not finished:
                 await handler.cancel_run(timeout=2.0)
@@ -236,12 +264,15 @@ class ReActEngine:
             streaming=True,
             timeout=self._turn_timeout_s(),
         )
-        agent.configure_turn(state, retry_policy=self._retry_policy())
+        agent.configure_turn(
+            state, retry_policy=self._retry_policy(), tool_timeout_s=self.config.tool_timeout_s
+        )
         return agent
 
     def _get_llm(self) -> LLM:
         if self._llm is None:
-            self._llm = build_llm(self.config)
+            self._llm = self._app_settings().llm
+        assert self._llm is not None
         return self._llm
 
     def _retry_policy(self) -> RetryPolicy:
@@ -251,17 +282,19 @@ class ReActEngine:
             total_budget_s=c.llm_retry_budget_s,
             first_token_timeout_s=c.llm_timeout_s,
             stall_timeout_s=c.llm_stall_timeout_s,
+            backoff_initial_s=c.llm_backoff_initial_s,
         )
 
     def _turn_timeout_s(self) -> float:
         c = self.config
-        return (c.max_steps + 2) * (c.llm_retry_budget_s + 30.0)
+        return (c.max_steps + 2) * (c.llm_retry_budget_s + c.tool_timeout_s)
 
 
 class _RawStream:
     """The raw text of a turn, the engine's parser over it, and the Finalizer's verdicts."""
 
-    def __init__(self, language: Language, max_steps: int) -> None:
+    def __init__(self, language: Language, max_steps: int, secrets: Sequence[str] = ()) -> None:
+        self.secrets = tuple(secrets)
         self.parser = ReActStreamParser()
         self.finalizer = ReActFinalizer(language=language, max_steps=max_steps)
         self.sources: list[Source] = []
@@ -272,17 +305,17 @@ class _RawStream:
         if isinstance(event, AgentStream):
             return self._emit(event.delta, agent)
         if isinstance(event, ToolCallResult):
-            observation = render_observation(event.tool_name, event.tool_output)
+            observation = render_observation(event.tool_name, event.tool_output, self.secrets)
             self.sources.extend(_sources_of(event))
             if event.tool_name == ASK_USER_TOOL and not event.tool_output.is_error:
                 return []  # the question is the turn's answer, emitted at the end
-            texts = self._line(f"Observation: {observation}", agent)
+            texts = self._line(f"Observation: {_inert(observation)}", agent)
             texts += self._judge_observation(observation, agent)
             return texts
         if isinstance(event, CorrectionEvent):
             if event.kind == "llm_retry":
                 return self._line("", agent) if not self._at_line_start else []
-            return self._line(f"Observation: Error: {event.message}", agent)
+            return self._line(f"Observation: Error: {_inert(event.message)}", agent)
         if isinstance(event, StepBoundary):
             gate.ack(event.step)
         return []
@@ -305,7 +338,9 @@ class _RawStream:
     def _judge_observation(self, observation: str, agent: ChatitegoReActAgent) -> list[str]:
         from engine.types import ReActBlock
 
-        return self._apply(self.finalizer.observe(ReActBlock(ReActType.OBSERVATION, observation)), agent)
+        return self._apply(
+            self.finalizer.observe(ReActBlock(ReActType.OBSERVATION, observation)), agent
+        )
 
     def _apply(self, decision: Any, agent: ChatitegoReActAgent) -> list[str]:
         if decision.verdict is Verdict.INJECT and decision.thought:
@@ -344,7 +379,21 @@ class _RawStream:
 def _final_answer(state: TurnState, language: Language) -> str:
     if state.answer and state.answer.strip():
         return state.answer.strip()
-    return _internal_error_answer(language)
+    return _no_answer_text(language, state.stop_reason)
+
+
+def _inert(text: str) -> str:
+    """Observation text for the raw stream: none of its lines may read as a marker or a fence.
+
+    Tool results and error messages (whose format reminder has "Answer: ..."
+    lines) are data: a client parsing the stream, and the Finalizer, must not
+    see a Thought, an Answer or a code fence opening in them. Such lines get a
+    leading no-break space, which no marker or fence pattern accepts.
+    """
+    lines = text.split("\n")
+    return "\n".join(
+        [lines[0], *("\u00a0" + ln if match_marker(ln) or is_fence(ln) else ln for ln in lines[1:])]
+    )
 
 
 def _reparse(text: str) -> ReActStreamParser:
@@ -374,14 +423,17 @@ def _sources_of(event: ToolCallResult) -> list[Source]:
     return []
 
 
-def _internal_error_answer(language: Language) -> str:
-    reason = STOP_REASON_TEXT[language]["internal_error"]
+def _no_answer_text(language: Language, stop_reason: StopReason | None) -> str:
+    key = "cancelled" if stop_reason is StopReason.CANCELLED else "internal_error"
+    reason = STOP_REASON_TEXT[language][key]
     if language == "fr":
         return f"Désolé, la réponse n'a pas pu être produite ({reason}). Réessayez."
     return f"Sorry, the answer could not be produced ({reason}). Please retry."
 
 
-def _resolve_config(config: AppConfig | Mapping[str, Any] | None, llmapikey: str | None) -> AppConfig:
+def _resolve_config(
+    config: AppConfig | Mapping[str, Any] | None, llmapikey: str | None
+) -> AppConfig:
     if config is None:
         base = get_config()
     elif isinstance(config, AppConfig):

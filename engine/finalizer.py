@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from enum import Enum
 
+from engine.markers import is_fence
 from engine.observations import is_empty_result
 from engine.prompts import INJECTED_THOUGHTS, Language
 from engine.types import ReActBlock, ReActType
@@ -65,16 +66,26 @@ class ReActFinalizer:
         if block.type.is_closing:
             self.stopped = True
             return Decision(Verdict.STOP, reason=block.type.value)
-        if block.type is ReActType.ACTION:
-            self._last_action = block.content.split("\n", 1)[0].strip()
+        if block.type in (ReActType.ACTION, ReActType.TOOL_CALL):
+            self._last_action = block.content
             return _CONTINUE
         if block.type is ReActType.ACTION_INPUT and self._last_action is not None:
-            return self._on_action(self._last_action, block.content)
+            tool = self._last_action.split("\n", 1)[0]
+            self._last_action = None
+            return self._on_action(tool, block.content)
         if block.type is ReActType.OBSERVATION:
-            return self._on_observation(block.content)
+            decision = _CONTINUE
+            if self._last_action is not None:
+                # An action without an Action Input line ("Action: search[weather]").
+                tool, _, raw_input = self._last_action.partition("\n")
+                self._last_action = None
+                decision = self._on_action(tool, raw_input)
+            observed = self._on_observation(block.content, judge=decision is _CONTINUE)
+            return decision if decision is not _CONTINUE else observed
         return _CONTINUE
 
     def _on_action(self, tool: str, raw_input: str) -> Decision:
+        tool = tool.strip().strip("`*'\" ").strip()
         signature = f"{tool}:{_canonical(raw_input)}"
         repeated = signature in self._signatures
         self._signatures.append(signature)
@@ -82,9 +93,11 @@ class ReActFinalizer:
             return self._inject("repeated_action", tool=tool)
         return _CONTINUE
 
-    def _on_observation(self, content: str) -> Decision:
+    def _on_observation(self, content: str, *, judge: bool = True) -> Decision:
         self._observations.append(content.strip())
         steps = len(self._observations)
+        if not judge:
+            return _CONTINUE  # this step already got a decision
         if not content.strip() or is_empty_result(content.strip()):
             return self._inject("empty_observation")
         recent = self._observations[-self.circle_window :]
@@ -104,7 +117,9 @@ class ReActFinalizer:
 
 
 def _canonical(raw_input: str) -> str:
-    text = raw_input.strip().strip("`").strip()
+    # Drop code-fence lines (```json ... ```) and inline backticks around the input.
+    lines = [line for line in raw_input.split("\n") if not is_fence(line)]
+    text = "\n".join(lines).strip().strip("`").strip()
     try:
         return json.dumps(json.loads(text), sort_keys=True)
     except ValueError:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from llama_index.core.agent.react.formatter import ReActChatFormatter
-from llama_index.core.agent.react.types import BaseReasoningStep, ObservationReasoningStep
+from llama_index.core.agent.react.types import (
+    ActionReasoningStep,
+    BaseReasoningStep,
+    ObservationReasoningStep,
+)
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.tools import BaseTool
 
@@ -24,10 +29,14 @@ class InjectedThoughtStep(BaseReasoningStep):
 
 
 class ChatitegoReActFormatter(ReActChatFormatter):
-    """Like llama-index's, but an injected Thought travels with the observation before it.
+    """Like llama-index's, with two changes to the scratchpad.
 
-    It is sent in the observation's (user) role: chat APIs such as Mistral's
-    reject a conversation that ends with two assistant messages.
+    - An injected Thought travels with the observation before it, in the
+      observation's (user) role: chat APIs such as Mistral's reject a
+      conversation that ends with two assistant messages.
+    - An Action Input is shown as JSON. llama-index prints the Python dict
+      (``{'a': 1}``), which teaches the model the single quotes the system
+      prompt forbids.
     """
 
     def format(
@@ -36,14 +45,9 @@ class ChatitegoReActFormatter(ReActChatFormatter):
         chat_history: list[ChatMessage],
         current_reasoning: list[BaseReasoningStep] | None = None,
     ) -> list[ChatMessage]:
-        reasoning = current_reasoning or []
-        plain = [s for s in reasoning if not isinstance(s, InjectedThoughtStep)]
-        messages = super().format(tools, chat_history, plain)
-        if len(plain) == len(reasoning):
-            return messages
-        head = messages[: len(messages) - len(plain)]
+        head = super().format(tools, chat_history, [])
         tail: list[ChatMessage] = []
-        for step in reasoning:
+        for step in current_reasoning or []:
             if isinstance(step, InjectedThoughtStep):
                 note = f"(Note) {step.get_content()}"
                 if tail and tail[-1].role == self.observation_role:
@@ -58,5 +62,13 @@ class ChatitegoReActFormatter(ReActChatFormatter):
                 if isinstance(step, ObservationReasoningStep)
                 else MessageRole.ASSISTANT
             )
-            tail.append(ChatMessage(role=role, content=step.get_content()))
+            tail.append(ChatMessage(role=role, content=step_content(step)))
         return [*head, *tail]
+
+
+def step_content(step: BaseReasoningStep) -> str:
+    """The scratchpad text of one reasoning step (Action Input as JSON)."""
+    if isinstance(step, ActionReasoningStep):
+        args = json.dumps(step.action_input, ensure_ascii=False, default=str)
+        return f"Thought: {step.thought}\nAction: {step.action}\nAction Input: {args}"
+    return step.get_content()

@@ -89,12 +89,17 @@ def _clean_message(item: Any) -> tuple[str, str, str | None] | None:
 
 
 def answer_only(text: str) -> str:
-    """The final answer of an assistant message that may contain ReAct scaffolding."""
+    """The final answer of an assistant message that may contain ReAct scaffolding.
+
+    Plain text is its own answer. Scaffolding with no answer (an interrupted
+    turn: Thought/Action only) gives "", so that the message is dropped rather
+    than teaching the model to copy old Thought/Action lines.
+    """
     parser = ReActStreamParser()
     parser.feed(text)
     parser.flush()
     answer = parser.get_final_answer()
-    return answer if answer is not None else text
+    return answer if answer is not None else ""
 
 
 def _last_user_index(items: list[tuple[str, str, str | None]]) -> int | None:
@@ -104,7 +109,9 @@ def _last_user_index(items: list[tuple[str, str, str | None]]) -> int | None:
     return None
 
 
-def compress(messages: list[ChatMessage], *, max_messages: int, max_chars: int) -> list[ChatMessage]:
+def compress(
+    messages: list[ChatMessage], *, max_messages: int, max_chars: int
+) -> list[ChatMessage]:
     """Keep the most recent messages within a message count and a character budget."""
     recent = messages[-max_messages:] if max_messages else []
     per_message = max(200, max_chars // 3)

@@ -63,11 +63,18 @@ PROTOCOL_TYPES = frozenset(
 
 
 def match_marker(line: str) -> tuple[ReActType, str] | None:
-    """Return ``(type, rest of line)`` when ``line`` (no newline) starts a block."""
+    """Return ``(type, rest of line)`` when ``line`` (no newline) starts a block.
+
+    A trailing carriage return (CRLF line ending) is ignored.
+    """
+    line = line.rstrip("\r")
     m = _COLON_LINE.match(line) or _HEADING_LINE.match(line)
     if m is None:
         return None
-    kind = _MARKER_WORDS[m.group("word").lower()]
+    # IGNORECASE also matches look-alikes ("ſ" for "s", "ı" for "i") that are not keys.
+    kind = _MARKER_WORDS.get(m.group("word").lower())
+    if kind is None:
+        return None
     rest = m.groupdict().get("rest") or ""
     return kind, _strip_emphasis(rest).strip()
 
@@ -78,8 +85,8 @@ def _strip_emphasis(rest: str) -> str:
 
 
 def is_fence(line: str) -> bool:
-    """True for a markdown code-fence line (```, ```json, ~~~)."""
-    return _FENCE_LINE.match(line) is not None
+    """True for a markdown code-fence line (```, ```json, ~~~); a trailing CR is ignored."""
+    return _FENCE_LINE.match(line.rstrip("\r")) is not None
 
 
 class PartialLine(Enum):
@@ -90,15 +97,18 @@ class PartialLine(Enum):
     TEXT = "text"  # can no longer be a marker
 
 
-_MAX_MARKER_PREFIX = 40
-
-
 def classify_partial_line(partial: str) -> PartialLine:
-    """Classify the start of a line whose end has not arrived yet."""
+    """Classify the start of a line whose end has not arrived yet.
+
+    Never says TEXT for a start that a complete line could turn into a marker or
+    a fence (callers decide on TEXT before the line ends), nor MARKER for one it
+    could turn into text.
+    """
+    # A trailing "\r" may be the first half of "\r\n": judge the line without it.
+    partial = partial.rstrip("\r")
     if match_marker(partial) is not None and _COLON_LINE.match(partial):
         return PartialLine.MARKER
-    if len(partial) > _MAX_MARKER_PREFIX:
-        return PartialLine.TEXT
+    # No length limit: spaces before the colon ("Thought   :") are unbounded.
     stripped = re.sub(r"^[ \t]*#{0,6}[ \t]*[*_>]{0,3}[ \t]*", "", partial).lower()
     if not stripped:
         return PartialLine.MAYBE
@@ -109,6 +119,6 @@ def classify_partial_line(partial: str) -> PartialLine:
             tail = stripped[len(word) :]
             if re.fullmatch(r"(?:\*{1,3}|_{1,3})?[ \t]*", tail):
                 return PartialLine.MAYBE
-    if re.fullmatch(r"[ \t]*(?:`{1,3}|~{1,3})[\w+-]*", partial):
+    if re.fullmatch(r"[ \t]*(?:`{1,3}|~{1,3})[\w+-]*[ \t]*", partial):
         return PartialLine.MAYBE  # may still be a code fence line
     return PartialLine.TEXT

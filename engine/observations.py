@@ -7,20 +7,26 @@ into the raw stream), so both always show the same text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from llama_index.core.tools import ToolOutput
 
 from engine.errors import ForceFinalizeException, RetryException
+from engine.transport import redact
 
 MAX_OBSERVATION_CHARS = 6000
 EMPTY_RESULT_TEXT = "(empty result: the tool ran correctly and returned nothing)"
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-def render_observation(tool_name: str, output: ToolOutput) -> str:
-    """The Observation text for one tool result; errors say how to go on."""
+def render_observation(tool_name: str, output: ToolOutput, secrets: Sequence[str] = ()) -> str:
+    """The Observation text for one tool result; errors say how to go on.
+
+    An error message may quote an API key (a client's exception): ``secrets``
+    and key-looking values are redacted, since the user and the model read it.
+    """
     if output.is_error:
-        return _render_error(tool_name, output)
+        return redact(_render_error(tool_name, output), secrets)
     text = clean_text(str(output.content))
     if not text.strip():
         return EMPTY_RESULT_TEXT

@@ -39,7 +39,8 @@ FORMAT_REMINDER = (
     "Answer: <your final answer to the user>"
 )
 
-_ACTION_NAME = re.compile(r"[A-Za-z_][\w.\-]*")
+# A tool name starts with a letter (any script: "加法" is a name) or an underscore.
+_ACTION_NAME = re.compile(r"[^\W\d][\w.\-]*")
 _INLINE_ARGS = re.compile(r"^[^\s(\[{]+\s*[(\[](?P<args>.*)[)\]]\s*$", re.DOTALL)
 
 
@@ -88,9 +89,7 @@ def _response_step(
     thoughts: list[str], block: ReActBlock, is_streaming: bool
 ) -> ResponseReasoningStep:
     if not block.content:
-        raise RetryException(
-            "Your Answer was empty. Write the answer to the user after 'Answer:'."
-        )
+        raise RetryException("Your Answer was empty. Write the answer to the user after 'Answer:'.")
     thought = " ".join(t for t in thoughts if t) or "(implicit) I can answer now."
     return ResponseReasoningStep(thought=thought, response=block.content, is_streaming=is_streaming)
 
@@ -127,7 +126,9 @@ def _action_step(
             "if the tool takes no argument write Action Input: {}."
         )
     thought = " ".join(t for t in thoughts if t) or f"I will use {name}."
-    return ActionReasoningStep(thought=thought, action=name, action_input=parse_action_input(raw_input))
+    return ActionReasoningStep(
+        thought=thought, action=name, action_input=parse_action_input(raw_input)
+    )
 
 
 def parse_action_input(raw: str) -> dict[str, Any]:
@@ -144,6 +145,13 @@ def parse_action_input(raw: str) -> dict[str, Any]:
         raise RetryException(
             f"The Action Input is not valid JSON: {candidate[:200]!r}. Write a JSON object "
             'with double quotes, e.g. {"expression": "2 * 3"}.'
+        )
+    if text.startswith("{"):
+        # An object that never closes (a forgotten brace, a truncated output) is not
+        # plain text for the tool's single argument: the model must rewrite it.
+        raise RetryException(
+            f"The Action Input is not valid JSON (the object is not closed): {text[:200]!r}. "
+            'Write a complete JSON object with double quotes, e.g. {"expression": "2 * 3"}.'
         )
     return {RAW_INPUT_KEY: text.strip("`'\" ")}
 

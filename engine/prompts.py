@@ -28,7 +28,8 @@ _DETAIL_RULE = {
 }
 
 SYSTEM_HEADER_TEMPLATE = """\
-You are Chatitego, a helpful assistant made in France, that reasons step by step and uses tools when they help.
+You are Chatitego, a helpful assistant made in France, that reasons step by step and \
+uses tools when they help.
 
 ## Tools
 
@@ -157,14 +158,16 @@ FALLBACK_ANSWER = {
 STOP_REASON_TEXT = {
     "fr": {
         "max_steps": "nombre maximal d'étapes atteint",
-        "forced_final": "le modèle n'a pas suivi le format attendu",
+        "forced_final": "le raisonnement a dû être conclu avant son terme",
+        "cancelled": "la réponse a été interrompue",
         "llm_unavailable": "le modèle de langage ne répond pas",
         "llm_auth_failed": "la clé d'accès au modèle est refusée",
         "internal_error": "erreur interne",
     },
     "en": {
         "max_steps": "maximum number of steps reached",
-        "forced_final": "the model did not follow the expected format",
+        "forced_final": "the reasoning had to be concluded early",
+        "cancelled": "the answer was interrupted",
         "llm_unavailable": "the language model is not answering",
         "llm_auth_failed": "the model's access key was refused",
         "internal_error": "internal error",

@@ -23,8 +23,13 @@ Finalizer's job.
 
 from __future__ import annotations
 
-from engine.markers import PROTOCOL_TYPES, PartialLine, classify_partial_line, is_fence
-from engine.markers import match_marker
+from engine.markers import (
+    PROTOCOL_TYPES,
+    PartialLine,
+    classify_partial_line,
+    is_fence,
+    match_marker,
+)
 from engine.types import ReActBlock, ReActType
 
 
@@ -77,10 +82,29 @@ class ReActStreamParser:
 
     @property
     def current(self) -> ReActBlock | None:
-        """The block being written, for live display (UNKNOWN while undecided)."""
-        lines = [*self._open_lines, *self._deferred]
-        if self._partial and classify_partial_line(self._partial) is PartialLine.TEXT:
-            lines.append(self._partial)
+        """The block being written, for live display (UNKNOWN while undecided).
+
+        Only what is decided is shown: a held fence line (scaffolding or code?)
+        and a partial line that may still become a marker ("Act") are not; a
+        partial line that already is one ("Action: sea") shows its new block.
+        """
+        if self._flushed:
+            return None
+        lines = list(self._open_lines)
+        partial = self._partial.rstrip("\r")
+        if partial and not self._in_content_fence:
+            state = classify_partial_line(partial)
+            marker = self._marker_for(partial) if state is PartialLine.MARKER else None
+            if state is PartialLine.MAYBE:
+                partial = ""  # may still become a marker or a fence: not shown yet
+            elif marker is not None and (
+                not self._deferred or self._fence_is_scaffold(next_kind="marker")
+            ):
+                return ReActBlock(marker[0], marker[1])
+            else:
+                lines.extend(self._deferred)  # the held fence opens a code block
+        if partial:
+            lines.append(partial)
         if self._open_type is None and not any(line.strip() for line in lines):
             return None
         kind = self._open_type if self._open_type is not None else ReActType.UNKNOWN
@@ -129,30 +153,26 @@ class ReActStreamParser:
             out.append(closed)
         self._open_type, rest = marker
         self._open_lines = [rest] if rest else []
+        if is_fence(rest):
+            self._in_content_fence = True  # "Action Input: ```json": a code block opens
         return out
 
     def _marker_for(self, line: str) -> tuple[ReActType, str] | None:
         marker = match_marker(line)
         if marker is None:
             return None
-        if self._open_type is not None and self._open_type.is_closing:
-            if marker[0] not in PROTOCOL_TYPES:
-                return None
+        in_answer = self._open_type is not None and self._open_type.is_closing
+        if in_answer and marker[0] not in PROTOCOL_TYPES:
+            return None  # an answer may contain "Conclusion: ..."
         return marker
 
     def _resolve_deferred(self, *, next_kind: str) -> list[ReActBlock]:
         """Decide what a held fence line was, now that the next line is known."""
         if not self._deferred:
             return []
+        scaffold = self._fence_is_scaffold(next_kind=next_kind)
         fence, *blanks = self._deferred
         self._deferred = []
-        in_answer = self._open_type is not None and self._open_type.is_closing
-        if self._in_scaffold_fence and next_kind != "text":
-            scaffold = True  # closes the fence that wrapped the protocol
-        elif in_answer:
-            scaffold = False  # a code block inside the answer
-        else:
-            scaffold = next_kind == "marker"  # ``` directly before "Thought:"
         if scaffold:
             self._in_scaffold_fence = not self._in_scaffold_fence
             self._open_lines.extend(blanks)
@@ -161,6 +181,14 @@ class ReActStreamParser:
         self._open_lines.extend(blanks)
         self._in_content_fence = True
         return []
+
+    def _fence_is_scaffold(self, *, next_kind: str) -> bool:
+        """Whether the held fence wraps the protocol (dropped) rather than opens code."""
+        if self._in_scaffold_fence and next_kind != "text":
+            return True  # closes the fence that wrapped the protocol
+        if self._open_type is not None and self._open_type.is_closing:
+            return False  # a code block inside the answer
+        return next_kind == "marker"  # ``` directly before "Thought:"
 
     def _close_open_block(self, *, at_end: bool) -> ReActBlock | None:
         content = "\n".join(self._open_lines).strip()

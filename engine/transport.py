@@ -14,8 +14,9 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC
 from enum import Enum
 from typing import Any
 
@@ -85,6 +86,7 @@ def _status_code(exc: BaseException) -> int | None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after``; None if absent or unreadable."""
     headers: Any = None
     for holder in (getattr(exc, "response", None), getattr(exc, "raw_response", None), exc):
         headers = getattr(holder, "headers", None) if holder is not None else None
@@ -92,19 +94,37 @@ def _retry_after(exc: BaseException) -> float | None:
             break
     if not headers:
         return None
-    try:
-        if "retry-after-ms" in headers:
-            return float(headers["retry-after-ms"]) / 1000.0
-        value = headers.get("retry-after")
-    except (TypeError, ValueError, AttributeError):
-        return None
+    millis = _header(headers, "retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except (TypeError, ValueError):
+            pass
+    value = _header(headers, "retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
-    except ValueError:
+    except (TypeError, ValueError):
+        pass
+    try:  # an HTTP date
         parsed = email.utils.parsedate_to_datetime(str(value))
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def _header(headers: Any, name: str) -> Any:
+    """A header by lower-case ``name``: HTTP header names are case-insensitive, dicts are not."""
+    try:
+        value = headers.get(name)
+        if value is None and isinstance(headers, Mapping):
+            value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    except (AttributeError, TypeError):
+        return None
+    return value
 
 
 def redact(message: str, secrets: Sequence[str] = ()) -> str:
@@ -183,8 +203,8 @@ async def _one_attempt(
                 chunk = await asyncio.wait_for(anext(stream), timeout=timeout)
             except StopAsyncIteration:
                 break
-            except asyncio.TimeoutError:
-                raise StreamStalled(f"no token for {timeout:.0f} s") from None
+            except TimeoutError:
+                raise StreamStalled(f"no token for {timeout:g} s") from None
             first = False
             delta = chunk.delta or ""
             if delta:

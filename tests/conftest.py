@@ -68,6 +68,17 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _scripts_not_exhausted(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A scripted model called more often than scripted fails the test (see tests.fakes)."""
+    from tests.fakes import EXHAUSTED
+
+    EXHAUSTED.clear()
+    yield
+    if EXHAUSTED and request.node.get_closest_marker("exhausts_script") is None:
+        raise AssertionError(f"ScriptedLLM exhausted: {EXHAUSTED[0]}")
+
+
+@pytest.fixture(autouse=True)
 def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data = tmp_path / "data"
     monkeypatch.setenv("CHATITEGO_DATA_DIR", str(data))

@@ -50,6 +50,11 @@ class ScriptExhausted(AssertionError):
     """The engine called the model more often than the test scripted."""
 
 
+# Every exhaustion is recorded here: the engine turns any model error into a
+# typed stop reason, so the exception alone would never fail a test.
+EXHAUSTED: list[str] = []
+
+
 class ScriptedLLM(CustomLLM):
     """A llama-index LLM that replays a script of outputs."""
 
@@ -81,7 +86,9 @@ class ScriptedLLM(CustomLLM):
     def _next(self, messages: Sequence[ChatMessage]) -> ScriptItem:
         self._prompts.append(list(messages))
         if not self._script:
-            raise ScriptExhausted(f"model called {len(self._prompts)} times; script is empty")
+            message = f"model called {len(self._prompts)} times; script is empty"
+            EXHAUSTED.append(message)
+            raise ScriptExhausted(message)
         return self._script.pop(0)
 
     def _chunks(self, item: str | list[str]) -> list[str]:
@@ -90,7 +97,9 @@ class ScriptedLLM(CustomLLM):
         return [item[i : i + self.chunk_size] for i in range(0, len(item), self.chunk_size)] or [""]
 
     # --- chat API (what the agent uses) ------------------------------------------
-    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> ChatResponseAsyncGen:
         item = self._next(messages)
         if isinstance(item, BaseException):
             raise item
@@ -139,7 +148,9 @@ class ScriptedLLM(CustomLLM):
         response = self.chat([ChatMessage(role=MessageRole.USER, content=prompt)])
         return CompletionResponse(text=response.message.content or "")
 
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
         def gen() -> Generator[CompletionResponse, None, None]:
             for r in self.stream_chat([ChatMessage(role=MessageRole.USER, content=prompt)]):
                 yield CompletionResponse(text=r.message.content or "", delta=r.delta)

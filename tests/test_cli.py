@@ -52,7 +52,10 @@ def test_rendering_does_not_depend_on_chunking(cuts: list[int]) -> None:
 
 def test_chat_session_keeps_history_and_exits() -> None:
     llm = ScriptedLLM(
-        ["Thought: easy.\nAnswer: Bonjour !", "Thought: I remember.\nAnswer: Vous avez dit bonjour."]
+        [
+            "Thought: easy.\nAnswer: Bonjour !",
+            "Thought: I remember.\nAnswer: Vous avez dit bonjour.",
+        ]
     )
     engine = ReActEngine(config=AppConfig(router_top_k=50), llm=llm)
     engine.start(language="fr")

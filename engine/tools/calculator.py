@@ -340,7 +340,8 @@ def _round(args: list[Number]) -> Number:
     digits = args[1] if len(args) == 2 else 0
     if not isinstance(digits, int) or abs(digits) > MAX_ROUND_DIGITS:
         raise _retry(
-            f"round() digits must be a whole number between -{MAX_ROUND_DIGITS} and {MAX_ROUND_DIGITS}."
+            "round() digits must be a whole number between "
+            f"-{MAX_ROUND_DIGITS} and {MAX_ROUND_DIGITS}."
         )
     value = args[0]
     with localcontext() as context:
