@@ -16,6 +16,7 @@ Overrides (seed 000, "ReActAgent (remanié)"):
 from __future__ import annotations
 
 import asyncio
+import re
 import logging
 import traceback
 import uuid
@@ -203,6 +204,8 @@ class ChatitegoReActAgent(ReActAgent):
         if state.force_final:
             return self._compose_fallback()
         tool, kwargs = resolve_tool_call(action, tools)
+        if tool == ASK_USER_TOOL:
+            _check_not_echo(str(kwargs.get("question", "")), await ctx.store.get("user_msg_str", ""))
         action = ActionReasoningStep(thought=action.thought, action=tool, action_input=kwargs)
         reasoning.append(action)
         await ctx.store.set(self.reasoning_key, reasoning)
@@ -447,6 +450,20 @@ def resolve_tool_call(
     tool = by_name[name]
     kwargs = _normalise_kwargs(name, dict(action.action_input), tool)
     return name, kwargs
+
+
+def _check_not_echo(question: str, user_message: str) -> None:
+    """Refuse an ask_user that sends the user's own question back (seen with the 1.5B model)."""
+
+    def words(text: str) -> set[str]:
+        return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2}
+
+    asked, original = words(question), words(user_message)
+    if asked and original and len(asked & original) / len(asked | original) >= 0.8:
+        raise RetryException(
+            "Do not ask the user their own question back. Answer it, directly or with a "
+            "tool, or ask only for a specific missing detail."
+        )
 
 
 def _normalise_name(name: str) -> str:

@@ -15,7 +15,8 @@ Rules, in order:
   contain a line such as "Conclusion: ..." without being cut;
 - a code fence directly followed by a marker (``` then ``Thought:``) is
   scaffolding and dropped, as is its closing fence; any other fence is
-  content, and marker-looking lines inside it are content too.
+  content, and marker-looking lines inside it are content too; so is a fence
+  that ends a marker line (as in "Action Input: ```json").
 
 The parser does no I/O, calls no LLM and never decides to stop: that is the
 Finalizer's job.

@@ -455,3 +455,26 @@ async def test_the_api_key_never_leaks(
     assert not [text for text in seen if API_KEY in text]
     # Not vacuous: the failure was reported somewhere, redacted.
     assert "***" in "\n".join(seen)
+
+
+def test_ask_user_echoing_the_question_is_retried() -> None:
+    # Seen with the local 1.5B model: it "asked" the user their own question.
+    from engine.settings import AppConfig as _Config
+
+    llm = ScriptedLLM(
+        [
+            'Thought: ask.\nAction: ask_user\nAction Input: {"question": "Quelle est la capitale '
+            "de l'Italie ?\"}",
+            "Thought: I know.\nAnswer: Rome.",
+        ]
+    )
+    engine = ReActEngine(config=_Config(router_top_k=50), llm=llm)
+    engine.start(language="fr")
+    engine.set_history([])
+    engine.get_engine_response("Quelle est la capitale de l'Italie ?")
+    outcome = engine.last_outcome
+    assert outcome is not None
+    assert outcome.stop_reason is StopReason.ANSWERED
+    assert outcome.answer == "Rome."
+    retry_prompt = " ".join(m.content or "" for m in llm.calls[1])
+    assert "their own question" in retry_prompt
