@@ -58,6 +58,7 @@ class ReActFinalizer:
         self._signatures: list[str] = []
         self._observations: list[str] = []
         self._warned_steps = False
+        self._pending: tuple[str, str] | None = None  # (tool, signature) awaiting its result
 
     def observe(self, block: ReActBlock) -> Decision:
         """Judge one completed block."""
@@ -68,25 +69,31 @@ class ReActFinalizer:
             return Decision(Verdict.STOP, reason=block.type.value)
         if block.type in (ReActType.ACTION, ReActType.TOOL_CALL):
             self._last_action = block.content
+            self._pending = None
             return _CONTINUE
         if block.type is ReActType.ACTION_INPUT and self._last_action is not None:
             tool = self._last_action.split("\n", 1)[0]
             self._last_action = None
-            return self._on_action(tool, block.content)
+            self._pending = _signature(tool, block.content)
+            return _CONTINUE
         if block.type is ReActType.OBSERVATION:
-            decision = _CONTINUE
             if self._last_action is not None:
                 # An action without an Action Input line ("Action: search[weather]").
                 tool, _, raw_input = self._last_action.partition("\n")
                 self._last_action = None
-                decision = self._on_action(tool, raw_input)
+                self._pending = _signature(tool, raw_input)
+            decision = self._on_action_ran()
             observed = self._on_observation(block.content, judge=decision is _CONTINUE)
             return decision if decision is not _CONTINUE else observed
         return _CONTINUE
 
-    def _on_action(self, tool: str, raw_input: str) -> Decision:
-        tool = tool.strip().strip("`*'\" ").strip()
-        signature = f"{tool}:{_canonical(raw_input)}"
+    def _on_action_ran(self) -> Decision:
+        # Judged only once its Observation arrives: an action refused before running
+        # (a format retry) never counts as a call.
+        if self._pending is None:
+            return _CONTINUE
+        tool, signature = self._pending
+        self._pending = None
         repeated = signature in self._signatures
         self._signatures.append(signature)
         if repeated:
@@ -114,6 +121,11 @@ class ReActFinalizer:
         self.injections += 1
         thought = INJECTED_THOUGHTS[kind][self.language].format(**fields)
         return Decision(Verdict.INJECT, thought=thought, reason=kind)
+
+
+def _signature(tool: str, raw_input: str) -> tuple[str, str]:
+    tool = tool.strip().strip("`*'\" ").strip()
+    return tool, f"{tool}:{_canonical(raw_input)}"
 
 
 def _canonical(raw_input: str) -> str:

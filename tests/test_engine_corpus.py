@@ -699,12 +699,12 @@ TOOL_OUTCOMES = [
     ),
     case(
         [act("echo", '{"text": "loop"}')] * 12,
-        # Injected Thoughts (3 at most), then the Finalizer forces the final answer.
+        # One corrective Thought per step (3 at most), then the Finalizer forces the final answer.
         Expect(
             StopReason.FORCED_FINAL,
-            calls=5,
-            runs={"echo": 4},
-            told=[(4, FORCE_FINAL_EN)],
+            calls=6,
+            runs={"echo": 5},
+            told=[(5, FORCE_FINAL_EN)],
             check=_composed_answer_lists_results,
         ),
         "repeated-identical-action-forever",

@@ -127,10 +127,20 @@ def test_repeated_identical_action_injects() -> None:
     tool_step(fin, "search", '{"query": "weather", "city": "Paris"}', "rain")
     # Same call: keys in another order, other whitespace.
     decisions = tool_step(fin, "search", '{ "city":"Paris",\n  "query":   "weather" }', "rain")
-    assert verdicts(decisions) == [C, C, INJ, C]
-    assert decisions[2].reason == "repeated_action"
-    assert decisions[2].thought == INJECTED_THOUGHTS["repeated_action"]["en"].format(tool="search")
-    assert "search" in (decisions[2].thought or "")
+    # Judged when its Observation arrives: only an action that really ran counts.
+    assert verdicts(decisions) == [C, C, C, INJ]
+    assert decisions[3].reason == "repeated_action"
+    assert decisions[3].thought == INJECTED_THOUGHTS["repeated_action"]["en"].format(tool="search")
+    assert "search" in (decisions[3].thought or "")
+
+
+def test_action_refused_before_running_is_not_a_call() -> None:
+    # A format retry: the engine sends no Observation block for the refused action,
+    # so the same action retried correctly is not a repeat.
+    fin = ReActFinalizer(language="en")
+    assert fin.observe(block(T.ACTION, "search")).verdict is C
+    assert fin.observe(block(T.ACTION_INPUT, '{"q": "a"}')).verdict is C
+    assert verdicts(tool_step(fin, "search", '{"q": "a"}', "r")) == [C, C, C, C]
 
 
 @pytest.mark.parametrize(
@@ -165,20 +175,20 @@ def test_same_input_to_another_tool_is_not_a_repeat() -> None:
 def test_repeat_detection_sees_through_formatting(second: str) -> None:
     fin = ReActFinalizer()
     tool_step(fin, "search", '{"a": 1, "b": 2}', "r")
-    assert verdicts(tool_step(fin, "search", second, "r2"))[2] is INJ
+    assert verdicts(tool_step(fin, "search", second, "r2"))[3] is INJ
 
 
 def test_non_json_input_repeats_ignore_whitespace() -> None:
     fin = ReActFinalizer()
     tool_step(fin, "search", "weather in  Paris", "r")
-    assert verdicts(tool_step(fin, "search", " weather\tin Paris\n", "r2"))[2] is INJ
+    assert verdicts(tool_step(fin, "search", " weather\tin Paris\n", "r2"))[3] is INJ
 
 
 def test_tool_name_decoration_does_not_hide_a_repeat() -> None:
     # "Action: `search`" and "**Action**: search" name the same tool.
     fin = ReActFinalizer()
     tool_step(fin, "search", "{}", "r")
-    assert verdicts(tool_step(fin, "`search`", "{}", "r2"))[2] is INJ
+    assert verdicts(tool_step(fin, "`search`", "{}", "r2"))[3] is INJ
 
 
 def test_repeated_inline_action_injects_at_its_observation() -> None:
@@ -282,7 +292,7 @@ def test_force_final_once_injections_are_used_up() -> None:
 def test_force_final_counts_every_kind_of_injection() -> None:
     fin = ReActFinalizer(max_injections=1, max_steps=50)
     assert tool_step(fin, "s", "{}", "")[-1].verdict is INJ  # empty observation
-    decision = tool_step(fin, "s", "{}", "r")[2]  # repeated action
+    decision = tool_step(fin, "s", "{}", "r")[3]  # repeated action, judged at its result
     assert decision.verdict is F
     assert decision.reason == "repeated_action"
 
