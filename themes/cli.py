@@ -99,7 +99,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "title": theme.settings.title,
                 "language": theme.settings.language,
                 "documents": len(theme.document_files()),
-                "chunks": version.vectors.count,
+                "chunks": version.vectors.count(),
                 "index_version": version.name,
             }
         )
@@ -202,6 +202,14 @@ def cmd_clear(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ensure_demo(args: argparse.Namespace) -> int:
+    from themes.demo import ensure_demo_theme
+
+    theme = ensure_demo_theme(get_config().data_dir, _embed_model())
+    _emit({"theme": theme.name}, args.json, f"demo theme ready: {theme.name}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m themes", description=__doc__)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -236,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--yes", action="store_true", help="confirm")
     p.set_defaults(func=cmd_clear)
+    sub.add_parser("ensure-demo", help="create the demo theme if missing").set_defaults(
+        func=cmd_ensure_demo
+    )
     return parser
 
 

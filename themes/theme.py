@@ -130,7 +130,9 @@ class Theme:
         """The stored original documents, sorted by name."""
         if not self.documents_dir.is_dir():
             return []
-        return sorted(p for p in self.documents_dir.iterdir() if p.is_file())
+        return sorted(
+            p for p in self.documents_dir.iterdir() if p.is_file() and not p.name.startswith(".")
+        )
 
 
 class ThemeRepository:
