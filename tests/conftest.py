@@ -83,4 +83,7 @@ def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data = tmp_path / "data"
     monkeypatch.setenv("CHATITEGO_DATA_DIR", str(data))
     monkeypatch.setenv("DATA_DIR", str(data))
+    from engine.settings import get_config
+
+    get_config.cache_clear()  # the process-wide config must see this test's data dir
     return data

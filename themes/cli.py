@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,8 @@ def _embed_model() -> Any:
 
 def _jsonable(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
-        return {k: _jsonable(v) for k, v in asdict(value).items()}
-    if isinstance(value, dict):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
         return [_jsonable(v) for v in value]
@@ -66,7 +66,7 @@ class _ProgressBar:
         bar = "#" * filled + "-" * (width - filled)
         print(
             f"\r[{bar}] {done}/{progress.files_total} {progress.stage:<9} "
-            f"{progress.file_name[:30]:<30}{chunks}",
+            f"{(progress.file_name or '')[:30]:<30}{chunks}",
             end="",
             file=sys.stderr,
             flush=True,
