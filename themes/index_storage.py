@@ -150,7 +150,8 @@ class IndexWriter:
         self._discarded = True
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder (a rename is only durable once its folder is synced)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -162,8 +163,8 @@ def _fsync_tree(root: Path) -> None:
     """fsync every file, then every folder bottom-up (a new file's name lives in its folder)."""
     for folder, _dirs, files in os.walk(root, topdown=False):
         for name in files:
-            _fsync_path(Path(folder) / name)
-        _fsync_path(Path(folder))
+            fsync_path(Path(folder) / name)
+        fsync_path(Path(folder))
 
 
 class IndexStorage:
@@ -344,7 +345,7 @@ class IndexStorage:
             _crash_point("files_synced")
             os.rename(tmp, final)
             _crash_point("version_renamed")
-            _fsync_path(self.index_dir)
+            fsync_path(self.index_dir)
             _crash_point("version_synced")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -366,7 +367,7 @@ class IndexStorage:
         _crash_point("current_tmp_written")
         os.replace(tmp, self.index_dir / CURRENT_FILE)
         _crash_point("current_replaced")
-        _fsync_path(self.index_dir)
+        fsync_path(self.index_dir)
         _crash_point("current_synced")
 
     def _collect_garbage(self, keep: set[str | None]) -> None:

@@ -72,7 +72,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TransformComponent
 from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
-from themes.index_storage import IndexStorage, IndexWriter, ThemeBusy
+from themes.index_storage import IndexStorage, IndexWriter, ThemeBusy, fsync_path
 from themes.readers import SUPPORTED_EXTENSIONS, RejectedFile, read_document, safe_file_name
 from themes.theme import RetrievalSettings, Theme
 
@@ -740,7 +740,7 @@ def _writing(theme: Theme, lock_timeout: float) -> Iterator[tuple[IndexWriter, _
             yield w, moves, staging
             if moves.done:
                 # documents/ is durable before the commit publishes an index that needs it.
-                _fsync_dir(theme.documents_dir)
+                fsync_path(theme.documents_dir)
     except BaseException as exc:
         if moves is None:
             if isinstance(exc, ThemeBusy):
@@ -751,14 +751,6 @@ def _writing(theme: Theme, lock_timeout: float) -> Iterator[tuple[IndexWriter, _
     finally:
         if moves is not None:
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _finish(
