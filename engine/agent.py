@@ -16,8 +16,8 @@ Overrides (seed 000, "ReActAgent (remanié)"):
 from __future__ import annotations
 
 import asyncio
-import re
 import logging
+import re
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -205,7 +205,9 @@ class ChatitegoReActAgent(ReActAgent):
             return self._compose_fallback()
         tool, kwargs = resolve_tool_call(action, tools)
         if tool == ASK_USER_TOOL:
-            _check_not_echo(str(kwargs.get("question", "")), await ctx.store.get("user_msg_str", ""))
+            _check_not_echo(
+                str(kwargs.get("question", "")), await ctx.store.get("user_msg_str", "")
+            )
         action = ActionReasoningStep(thought=action.thought, action=tool, action_input=kwargs)
         reasoning.append(action)
         await ctx.store.set(self.reasoning_key, reasoning)

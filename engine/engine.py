@@ -15,7 +15,7 @@ import threading
 import traceback
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.agent.react.types import ActionReasoningStep, ObservationReasoningStep
 from llama_index.core.agent.workflow.workflow_events import AgentStream, ToolCallResult
@@ -38,12 +38,20 @@ from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.transport import RetryPolicy, redact
-from engine.types import ReActType, Source, StopReason, TurnOutcome
+from engine.types import ReActBlock, ReActType, Source, StopReason, TurnOutcome
+
+if TYPE_CHECKING:
+    from themes.index_storage import IndexVersion
+    from themes.retrieval import HybridRetriever
+    from themes.theme import Theme
 
 logger = logging.getLogger(__name__)
 
 DETAIL_LEVELS = ("concise", "standard", "detailed")
 _GATE_TIMEOUT_S = 30.0
+# Upper bound of one query translation (an LLM call inside the RAG tool).
+TRANSLATION_TIMEOUT_S = 15.0
+_CHAT_LANGUAGE_RULE = {"fr": "Réponds en français.", "en": "Answer in English."}
 
 
 class _StepGate:
@@ -95,6 +103,10 @@ class ReActEngine:
         self.detail = "standard"
         self.language: Language = self.config.language
         self.index: Any = None
+        self._theme: Theme | None = None
+        self._theme_prompt = ""
+        self._retriever: HybridRetriever | None = None
+        self._theme_tools: list[BaseTool] = []
         self._history = PreparedHistory(messages=[])
         self.last_outcome: TurnOutcome | None = None
         if ragkwargs is not None:  # mode 1: ready at construction
@@ -103,21 +115,45 @@ class ReActEngine:
     # --- configuration of a session -----------------------------------------------
     def start(
         self,
-        theme: str | None = None,
-        detail: str = "standard",
-        language: str = "fr",
+        theme: str | Theme | None = None,
+        detail: str | None = None,
+        language: str | None = None,
         token: str | None = None,
-        index: Any = None,
+        index: IndexVersion | None = None,
     ) -> ChatitegoReActAgent:
-        """Prepare the engine for a theme (mode 2); returns the configured agent."""
-        if language not in ("fr", "en"):
+        """Prepare the engine for a theme (mode 2); returns the configured agent.
+
+        ``theme`` is a ``themes.theme.Theme`` or the name of one under the
+        configured data folder; ``index`` one of its published
+        ``IndexVersion`` (loaded from the theme when omitted). With either, the
+        agent always gets the theme's ``search_documents`` tool, the theme's
+        system prompt as context, and the theme's language and detail level
+        unless given here. Nothing else is kept: a new ``start`` replaces all.
+        """
+        if language is not None and language not in ("fr", "en"):
             raise ValueError(f"language must be 'fr' or 'en', not {language!r}")
-        if detail not in DETAIL_LEVELS:
+        if detail is not None and detail not in DETAIL_LEVELS:
             raise ValueError(f"detail must be one of {DETAIL_LEVELS}, not {detail!r}")
-        self.theme = theme
-        self.detail = detail
-        self.language = language  # type: ignore[assignment]
+        resolved = self._resolve_theme(theme)
+        if resolved is not None and index is None:
+            index = resolved.load_data()
+        if resolved is not None:
+            language = language or resolved.settings.language
+            detail = detail or resolved.settings.detail
+        # Everything that may fail comes before the first assignment: a failed start
+        # leaves the previous configuration whole.
+        retriever: HybridRetriever | None = None
+        theme_tools: list[BaseTool] = []
+        if index is not None:
+            retriever, theme_tools = self._theme_toolkit(resolved, index)
+        self.theme = resolved.name if resolved is not None else None
+        self.detail = detail or "standard"
+        self.language = language or self.config.language  # type: ignore[assignment]
         self.index = index
+        self._theme = resolved
+        self._theme_prompt = resolved.system_prompt.strip() if resolved is not None else ""
+        self._retriever = retriever
+        self._theme_tools = theme_tools
         if token is not None:
             self._token = token
         routable = GeneralToolKit().tools()
@@ -128,17 +164,49 @@ class ReActEngine:
             always_on=ALWAYS_ON_GENERAL_TOOLS,
         )
         self._started = True
-        return self._build_agent([*routable, *self._extra_tools], self._state())
+        return self._build_agent([*routable, *self._theme_tools, *self._extra_tools], self._state())
+
+    def _resolve_theme(self, theme: str | Theme | None) -> Theme | None:
+        from themes.names import validate_theme_name
+        from themes.theme import Theme, ThemeRepository
+
+        if theme is None or isinstance(theme, Theme):
+            return theme
+        # The name may come from a URL or a cookie: check it before it touches the disk.
+        return ThemeRepository(self.config.data_dir).get(validate_theme_name(theme))
+
+    def _theme_toolkit(
+        self, theme: Theme | None, index: IndexVersion
+    ) -> tuple[HybridRetriever, list[BaseTool]]:
+        from engine.tools.theme_rag import ThemeToolKit, make_llm_translator
+        from themes.retrieval import HybridRetriever
+        from themes.theme import RetrievalSettings
+
+        settings = theme.settings.retrieval if theme is not None else RetrievalSettings()
+        embed_model = self._get_embed_model()
+        # The LLM is resolved when a translation is needed, not now: start() stays cheap.
+        translator = make_llm_translator(
+            self._get_llm, timeout_s=min(TRANSLATION_TIMEOUT_S, self.config.llm_timeout_s)
+        )
+        retriever = HybridRetriever(index, embed_model, settings, translator=translator)
+        title = (theme.settings.title or theme.name) if theme is not None else "documents"
+        return retriever, list(ThemeToolKit(retriever, title).tools())
 
     def _embed_model_for(self, routable: Sequence[BaseTool]) -> BaseEmbedding | None:
         needs = len(routable) - len(ALWAYS_ON_GENERAL_TOOLS) > self.config.router_top_k
-        if needs and self._embed_model is None:
+        if needs:
+            return self._get_embed_model()
+        return self._embed_model
+
+    def _get_embed_model(self) -> BaseEmbedding:
+        if self._embed_model is None:
             if self._llm is None:
                 self._embed_model = self._app_settings().embed_model
             else:  # an injected LLM (tests, benchmarks): do not load the configured one
                 from engine.models.embeddings import load_packaged_minilm
 
                 self._embed_model = load_packaged_minilm()
+        assert self._embed_model is not None
         return self._embed_model
 
     def _app_settings(self) -> Any:
@@ -175,7 +243,18 @@ class ReActEngine:
             raise RuntimeError("call start() (or pass ragkwargs) before stream()")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty")
+        if self._chat_mode:
+            return self._stream_chat(prompt.strip())
         return self._stream(prompt.strip())
+
+    @property
+    def _chat_mode(self) -> bool:
+        theme = self._theme
+        return (
+            theme is not None
+            and theme.settings.engine_mode == "chat"
+            and self._retriever is not None
+        )
 
     def get_engine_response(self, prompt: str) -> str:
         """Run a whole turn synchronously and return its final answer."""
@@ -198,7 +277,8 @@ class ReActEngine:
         finished = False
         try:
             assert self._router is not None
-            tools = [*self._router.select(prompt), *self._extra_tools]
+            # The theme's tools are always offered: the router never drops the RAG tool.
+            tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
             llm = self._get_llm()
             agent = self._build_agent(tools, state)
             gate = _StepGate()
@@ -250,8 +330,100 @@ class ReActEngine:
             max_consecutive_retries=self.config.max_consecutive_retries,
         )
 
+    async def _stream_chat(self, prompt: str) -> AsyncIterator[str]:
+        """One turn in the theme's chat mode (seed "Chat Engine Mistral", C3).
+
+        llama-index's ``CondensePlusContextChatEngine`` condenses the history and
+        the prompt into one question, retrieves with the theme's retriever and
+        streams the answer. The raw stream is "Answer: " then the tokens. The
+        response's token generator is always closed, even when the consumer
+        stops early: left open, it keeps the model's HTTP stream (and a file
+        descriptor) alive.
+        """
+        from llama_index.core.chat_engine import CondensePlusContextChatEngine
+
+        from engine.tools.theme_rag import source_of_node
+
+        c = self.config
+        secrets = c.secrets()
+        answer = ""
+        stop_reason = StopReason.ANSWERED
+        detail = ""
+        sources: list[Source] = []
+        stream: Any = None
+
+        def outcome() -> TurnOutcome:
+            text = answer.strip() or _no_answer_text(self.language, stop_reason)
+            return TurnOutcome(
+                stop_reason=stop_reason,
+                answer=text,
+                blocks=[ReActBlock(ReActType.ANSWER, text)],
+                steps=1,
+                sources=sources,
+                detail=detail,
+            )
+
+        yield "Answer: "
+        try:
+            assert self._retriever is not None
+            system_prompt = "\n\n".join(
+                p for p in (self._theme_prompt, _CHAT_LANGUAGE_RULE[self.language]) if p
+            )
+            chat_engine = CondensePlusContextChatEngine.from_defaults(
+                retriever=self._retriever,
+                llm=self._get_llm(),
+                chat_history=list(self._history.messages),
+                system_prompt=system_prompt,
+            )
+            # asyncio.timeout, not wait_for: no extra task, see _own_chat_stream.
+            async with asyncio.timeout(c.llm_retry_budget_s + c.tool_timeout_s):
+                response = await chat_engine.astream_chat(prompt)
+            stream = _own_chat_stream(response)
+            sources = [source_of_node(node) for node in response.source_nodes]
+            timeout = c.llm_timeout_s  # until the first token, then the stall limit
+            while True:
+                try:
+                    async with asyncio.timeout(timeout):
+                        chunk = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                timeout = c.llm_stall_timeout_s
+                delta = chunk.delta or ""
+                if delta:
+                    answer += delta
+                    yield delta
+        except (GeneratorExit, asyncio.CancelledError):
+            stop_reason = StopReason.CANCELLED
+            self.last_outcome = outcome()
+            raise
+        except LLMConfigurationError as exc:
+            stop_reason = StopReason.LLM_UNAVAILABLE
+            detail = redact(str(exc), secrets)
+        except TimeoutError:
+            stop_reason = StopReason.LLM_UNAVAILABLE
+            detail = "the chat engine gave no answer in time"
+        except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
+            logger.error(
+                "chat turn failed\n%s", redact("".join(traceback.format_exception(exc)), secrets)
+            )
+            stop_reason = StopReason.INTERNAL_ERROR
+            detail = redact(f"{type(exc).__name__}: {exc}", secrets)
+        finally:
+            if stream is not None:
+                try:
+                    await stream.aclose()
+                except Exception as exc:  # noqa: BLE001 - closing must not hide the outcome
+                    logger.warning("closing the chat stream failed: %s", redact(str(exc), secrets))
+        if stop_reason is StopReason.ANSWERED and not answer.strip():
+            stop_reason = StopReason.INTERNAL_ERROR
+            detail = "the chat engine returned an empty answer"
+        if not answer.strip():
+            yield outcome().answer
+        yield "\n"
+        self.last_outcome = outcome()
+
     def _build_agent(self, tools: Sequence[BaseTool], state: TurnState) -> ChatitegoReActAgent:
-        context = ""
+        context = self._theme_prompt
         formatter = ChatitegoReActFormatter(
             system_header=system_header(state.language, self.detail, with_context=bool(context)),
             context=context,
@@ -306,7 +478,9 @@ class _RawStream:
             return self._emit(event.delta, agent)
         if isinstance(event, ToolCallResult):
             observation = render_observation(event.tool_name, event.tool_output, self.secrets)
-            self.sources.extend(_sources_of(event))
+            # One passage found by two searches is one source.
+            known = {s.chunk_id for s in self.sources}
+            self.sources.extend(s for s in _sources_of(event) if s.chunk_id not in known)
             if event.tool_name == ASK_USER_TOOL and not event.tool_output.is_error:
                 return []  # the question is the turn's answer, emitted at the end
             texts = self._line(f"Observation: {_inert(observation)}", agent)
@@ -413,6 +587,27 @@ def _resume_reasoning(history: PreparedHistory, reply: str) -> list[Any]:
         ),
         ObservationReasoningStep(observation=f"The user answered: {reply}"),
     ]
+
+
+def _own_chat_stream(response: Any) -> Any:
+    """The token stream of a ``StreamingAgentChatResponse``, read by the engine alone.
+
+    ``astream_chat`` schedules a task that copies the model's stream into a
+    queue and into the chat engine's memory. The engine is stateless (that
+    memory is dropped), and the task would go on reading the model after the
+    consumer stopped; it also makes a stalled stream impossible to abandon
+    (its reader waits for the task). So the task is cancelled before it ever
+    runs, and the engine reads ``achat_stream`` itself and closes it.
+    """
+    task = response.awrite_response_to_history_task
+    if task is not None:
+        task.cancel()
+        response.awrite_response_to_history_task = None
+    if response.aqueue is not None:  # the task already ran: the stream is half read
+        raise RuntimeError("llama-index started reading the chat stream before the engine")
+    if response.achat_stream is None:
+        raise RuntimeError("the chat engine returned no stream")
+    return response.achat_stream
 
 
 def _sources_of(event: ToolCallResult) -> list[Source]:
