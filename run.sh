@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup_venv.sh
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
-exec .venv/bin/python -m engine chat "$@"
+# The demo theme (Chatitego's own user guide) gives a first run something to ask about.
+.venv/bin/python -m themes ensure-demo
+exec .venv/bin/python -m engine chat --theme "${CHATITEGO_THEME:-demo}" "$@"
