@@ -77,6 +77,15 @@ class _StepGate:
             event.set()
 
 
+def enabled_general_tools(theme: Theme | None) -> list[BaseTool]:
+    """The general tools a theme allows (``enabled_tools``: names, or "*" for all)."""
+    tools: list[BaseTool] = list(GeneralToolKit().tools())
+    if theme is None or "*" in theme.settings.enabled_tools:
+        return tools
+    allowed = set(theme.settings.enabled_tools)
+    return [t for t in tools if t.metadata.get_name() in allowed]
+
+
 class ReActEngine:
     """Reasoning engine: ``start`` (or ``ragkwargs``), ``set_history``, then ``stream``."""
 
@@ -156,12 +165,16 @@ class ReActEngine:
         self._theme_tools = theme_tools
         if token is not None:
             self._token = token
-        routable = GeneralToolKit().tools()
+        routable = enabled_general_tools(resolved)
         self._router = ToolRouter(
             routable,
             self._embed_model_for(routable),
             top_k=self.config.router_top_k,
-            always_on=ALWAYS_ON_GENERAL_TOOLS,
+            always_on=[
+                t.metadata.get_name()
+                for t in routable
+                if t.metadata.get_name() in ALWAYS_ON_GENERAL_TOOLS
+            ],
         )
         self._started = True
         return self._build_agent([*routable, *self._theme_tools, *self._extra_tools], self._state())
@@ -178,7 +191,7 @@ class ReActEngine:
     def _theme_toolkit(
         self, theme: Theme | None, index: IndexVersion
     ) -> tuple[HybridRetriever, list[BaseTool]]:
-        from engine.tools.theme_rag import ThemeToolKit, make_llm_translator
+        from engine.tools.theme_rag import ThemeToolKit, make_llm_extractor, make_llm_translator
         from themes.retrieval import HybridRetriever
         from themes.theme import RetrievalSettings
 
@@ -190,7 +203,9 @@ class ReActEngine:
         )
         retriever = HybridRetriever(index, embed_model, settings, translator=translator)
         title = (theme.settings.title or theme.name) if theme is not None else "documents"
-        return retriever, list(ThemeToolKit(retriever, title).tools())
+        extractor = make_llm_extractor(self._get_llm) if settings.llm_extraction else None
+        toolkit = ThemeToolKit(retriever, title, extractor=extractor)
+        return retriever, list(toolkit.tools())
 
     def _embed_model_for(self, routable: Sequence[BaseTool]) -> BaseEmbedding | None:
         needs = len(routable) - len(ALWAYS_ON_GENERAL_TOOLS) > self.config.router_top_k

@@ -83,6 +83,7 @@ class RagAnswer:
     result: RetrievalResult
     sources: list[Source] = field(default_factory=list)
     max_chars: int = DEFAULT_MAX_CHARS
+    extract: str | None = None  # the LLM's extraction of the relevant parts, when enabled
 
     def __str__(self) -> str:
         query = _one_line(self.query)
@@ -98,6 +99,9 @@ class RagAnswer:
             f'{"s" if count > 1 else ""} from the theme "{self.theme_title}". '
             "Cite them as [Source n]."
         )
+        if self.extract:
+            body = neutralise(_shorten(self.extract, self.max_chars - len(intro) - 20))
+            return f"{intro}\n{body}"
         budget = max(200, (self.max_chars - len(intro)) // count - 60)
         body = self.result.context_text(escape=lambda text: neutralise(_shorten(text, budget)))
         return f"{intro}\n{body}"
@@ -136,10 +140,12 @@ class ThemeToolKit:
         theme_title: str,
         *,
         max_chars: int = DEFAULT_MAX_CHARS,
+        extractor: Extractor | None = None,
     ) -> None:
         self.retriever = retriever
         self.theme_title = _one_line(theme_title) or "documents"
         self.max_chars = max_chars
+        self.extractor = extractor
 
     def search_documents(self, query: str) -> RagAnswer:
         """Search the theme's documents; see ``tools()`` for the description the model reads."""
@@ -150,12 +156,18 @@ class ThemeToolKit:
                 'Example: {"query": "remote work policy"}'
             )
         result = self.retriever.retrieve(text)
+        extract = None
+        if self.extractor is not None and result.items:
+            # Optional per theme (RetrievalSettings.llm_extraction); on failure the
+            # compressed passages are used as they are.
+            extract = self.extractor(text, result.context_text())
         return RagAnswer(
             query=text,
             theme_title=self.theme_title,
             result=result,
             sources=[source_of(item) for item in result.items],
             max_chars=self.max_chars,
+            extract=extract,
         )
 
     def tools(self) -> list[FunctionTool]:
@@ -213,7 +225,38 @@ def make_llm_translator(
     return translate
 
 
-def _bounded_completion(llm: LLM | Callable[[], LLM], prompt: str, timeout_s: float) -> str | None:
+Extractor = Callable[[str, str], "str | None"]
+
+
+def make_llm_extractor(
+    llm: LLM | Callable[[], LLM],
+    *,
+    timeout_s: float = DEFAULT_TRANSLATION_TIMEOUT_S * 4,
+) -> Extractor:
+    """Contextual compression by the LLM: keep only what answers the query, with source numbers.
+
+    Never raises and never waits longer than ``timeout_s``; ``None`` means "use the
+    passages as they are".
+    """
+
+    def extract(query: str, context: str) -> str | None:
+        prompt = (
+            "From the numbered sources below, copy only the sentences that help answer the "
+            "question, each followed by its source number like [Source 2]. Do not add "
+            "anything. If nothing is relevant, reply NONE.\n\n"
+            f"Question: {_one_line(query)}\n\n{context}\n\nRelevant sentences:"
+        )
+        text = _bounded_completion(llm, prompt, timeout_s, one_line=False)
+        if not text or text.strip().upper().startswith("NONE"):
+            return None
+        return text.strip()
+
+    return extract
+
+
+def _bounded_completion(
+    llm: LLM | Callable[[], LLM], prompt: str, timeout_s: float, *, one_line: bool = True
+) -> str | None:
     box: list[str] = []
     gave_up = threading.Event()
 
@@ -232,7 +275,7 @@ def _bounded_completion(llm: LLM | Callable[[], LLM], prompt: str, timeout_s: fl
                 text = ""
                 for chunk in model.stream_complete(prompt):
                     text += chunk.delta or ""
-                    if gave_up.is_set() or "\n" in text.strip():
+                    if gave_up.is_set() or (one_line and "\n" in text.strip()):
                         break
                 box.append(text)
             finally:
@@ -248,7 +291,9 @@ def _bounded_completion(llm: LLM | Callable[[], LLM], prompt: str, timeout_s: fl
         gave_up.set()
         logger.warning("query translation gave no answer within %.1f s", timeout_s)
         return None
-    return clean_translation(box[0]) if box else None
+    if not box:
+        return None
+    return clean_translation(box[0]) if one_line else box[0]
 
 
 def _one_line(text: str) -> str:
