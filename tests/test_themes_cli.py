@@ -93,3 +93,15 @@ def test_busy_theme_exits_3(
     with IndexStorage(theme.directory).writer():
         code, _, err = run(capsys, "ingest", "rh", str(docs / "conges.md"))
     assert code == EXIT_BUSY and "busy" in err
+
+
+def test_private_url_is_refused_and_other_paths_go_on(
+    capsys: pytest.CaptureFixture[str], docs: Path, _isolated_data_dir: Path
+) -> None:
+    assert run(capsys, "create", "web")[0] == EXIT_OK
+    code, out, err = run(
+        capsys, "--json", "ingest", "web", "http://169.254.169.254/latest", str(docs / "pompes.md")
+    )
+    assert code == EXIT_OK
+    assert "rejected:" in err and "169.254.169.254" in err
+    assert [f["file_name"] for f in json.loads(out)["files"]] == ["pompes.md"]

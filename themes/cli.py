@@ -132,10 +132,25 @@ def _run_ingest(args: argparse.Namespace, action: Callable[[Any, Any, Any], Any]
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from themes.ingest import ingest_files
+    import tempfile
 
-    paths = [Path(p) for p in args.paths]
-    return _run_ingest(args, lambda t, e, bar: ingest_files(t, paths, e, progress=bar))
+    from themes.ingest import ingest_files
+    from themes.readers import RejectedURL, fetch_url, save_fetched
+
+    with tempfile.TemporaryDirectory(prefix="chatitego-url-") as tmp:
+        paths: list[Path] = []
+        for raw in args.paths:
+            if raw.startswith(("http://", "https://")):
+                # Size, time and address limits (no private or metadata hosts) apply per hop.
+                try:
+                    paths.append(save_fetched(fetch_url(raw), Path(tmp)))
+                except RejectedURL as exc:
+                    print(f"rejected: {exc}", file=sys.stderr)
+            else:
+                paths.append(Path(raw))
+        if not paths:
+            return EXIT_FAILED
+        return _run_ingest(args, lambda t, e, bar: ingest_files(t, paths, e, progress=bar))
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -221,9 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--language", choices=("fr", "en"), default="fr")
     p.set_defaults(func=cmd_create)
     sub.add_parser("list", help="list themes with counts").set_defaults(func=cmd_list)
-    p = sub.add_parser("ingest", help="ingest files or folders into a theme")
+    p = sub.add_parser("ingest", help="ingest files, folders or http(s) URLs into a theme")
     p.add_argument("name")
-    p.add_argument("paths", nargs="+")
+    p.add_argument("paths", nargs="+", help="files, folders or URLs")
     p.set_defaults(func=cmd_ingest)
     p = sub.add_parser("update", help="re-synchronise the theme's documents folder")
     p.add_argument("name")
