@@ -77,6 +77,11 @@ class _StepGate:
             event.set()
 
 
+def _is_in_process(llm: LLM | None) -> bool:
+    """True for a model computed by this process (llama.cpp), not reached over a network."""
+    return any(cls.__name__ == "LlamaCPP" for cls in type(llm).__mro__) if llm else False
+
+
 def enabled_general_tools(theme: Theme | None) -> list[BaseTool]:
     """The general tools a theme allows (``enabled_tools``: names, or "*" for all)."""
     tools: list[BaseTool] = list(GeneralToolKit().tools())
@@ -464,6 +469,16 @@ class ReActEngine:
 
     def _retry_policy(self) -> RetryPolicy:
         c = self.config
+        if _is_in_process(self._llm):
+            # A local model is never "unreachable": a slow first token is a long prompt
+            # being read on a busy CPU, and a retry would only read it again.
+            return RetryPolicy(
+                max_attempts=1,
+                total_budget_s=c.local_llm_turn_budget_s,
+                first_token_timeout_s=c.local_llm_turn_budget_s,
+                stall_timeout_s=max(c.llm_stall_timeout_s, 120.0),
+                backoff_initial_s=c.llm_backoff_initial_s,
+            )
         return RetryPolicy(
             max_attempts=c.llm_max_attempts,
             total_budget_s=c.llm_retry_budget_s,
@@ -474,7 +489,8 @@ class ReActEngine:
 
     def _turn_timeout_s(self) -> float:
         c = self.config
-        return (c.max_steps + 2) * (c.llm_retry_budget_s + c.tool_timeout_s)
+        budget = max(c.llm_retry_budget_s, c.local_llm_turn_budget_s)
+        return (c.max_steps + 2) * (budget + c.tool_timeout_s)
 
 
 class _RawStream:

@@ -55,6 +55,9 @@ class AppConfig(BaseSettings):
     local_llm_file: str | None = Field(None, description="GGUF file name in that repo")
     local_llm_threads: int = Field(0, ge=0, description="llama.cpp threads (0 = all free cores)")
     local_llm_context: int = Field(4096, ge=2048, description="Local model context window")
+    local_llm_turn_budget_s: float = Field(
+        600.0, gt=0, description="Max time of one local model call (prefill is slow on a busy CPU)"
+    )
     local_llm_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU (-1 all)")
     llm_max_tokens: int = Field(1024, ge=64, description="Max tokens per model call")
     llm_temperature: float = Field(0.0, ge=0.0, le=1.0, description="Sampling temperature")
