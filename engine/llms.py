@@ -7,9 +7,11 @@ result (the client-side cut in ``step_stream`` stays as the guarantee).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from llama_index.core.llms import LLM
+from pydantic import Field
 
 from engine.settings import AppConfig
 
@@ -82,16 +84,35 @@ def build_mistral(config: AppConfig) -> LLM:
     return MistralAI(**kwargs)  # type: ignore[arg-type]
 
 
+@functools.cache
+def _openai_like_class() -> type[LLM]:
+    """``OpenAILike`` whose ``api_key`` field stays out of repr, str and dumps.
+
+    The base class shows the key in ``repr(llm)`` (so in any log or traceback
+    printing the LLM) and in ``model_dump``/``to_dict``, which llama-index puts in
+    its instrumentation events. The client still reads the attribute.
+    """
+    from llama_index.llms.openai_like import OpenAILike as Base
+
+    # Same class name as the base: describe_llm() and logs show "OpenAILike".
+    class OpenAILike(Base):
+        api_key: str | None = Field(
+            default=None, description="The API key.", repr=False, exclude=True
+        )
+
+    return OpenAILike
+
+
 def build_openai_like(config: AppConfig) -> LLM:
     """Any OpenAI-compatible server (Ollama, vLLM, llama.cpp server)."""
-    from llama_index.llms.openai_like import OpenAILike
+    OpenAILike = _openai_like_class()
 
     if not config.openai_like_base_url:
         raise LLMConfigurationError(
             "LLM_PROVIDER=openai_like needs OPENAI_LIKE_BASE_URL, e.g. http://localhost:11434/v1."
         )
     key = config.openai_like_api_key.get_secret_value() if config.openai_like_api_key else "none"
-    return OpenAILike(
+    return OpenAILike(  # type: ignore[call-arg]
         model=config.openai_like_model,
         api_base=config.openai_like_base_url,
         api_key=key,

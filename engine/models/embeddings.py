@@ -17,6 +17,9 @@ import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.embeddings import BaseEmbedding
 
+# The largest embed_batch_size llama-index's BaseEmbedding accepts (its field says le=2048).
+MAX_EMBED_BATCH_SIZE = 2048
+
 
 @runtime_checkable
 class BatchEncoder(Protocol):
@@ -81,7 +84,7 @@ class UniversalEmbeddingWrapper:
             raise ValueError(f"backend returned shape {vectors.shape} for {len(texts)} texts")
         if self.normalize:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.where(norms == 0, 1.0, norms)
+            vectors = (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32)
         return vectors.tolist()
 
 
@@ -91,6 +94,10 @@ class LlamaIndexEmbeddingAdapter(BaseEmbedding):
     _wrapper: UniversalEmbeddingWrapper = PrivateAttr()
 
     def __init__(self, wrapper: UniversalEmbeddingWrapper, model_name: str = "unknown", **kw: Any):
+        # llama-index cuts every list into embed_batch_size pieces (default 10) before
+        # calling _get_text_embeddings: 512 chunks became 52 backend calls. Hand the
+        # wrapper the largest list llama-index allows; the backend batches internally.
+        kw.setdefault("embed_batch_size", MAX_EMBED_BATCH_SIZE)
         super().__init__(model_name=model_name, **kw)
         self._wrapper = wrapper
 

