@@ -81,6 +81,20 @@ If the question is ambiguous or information only the user has is missing, use th
 ask_user tool when it is available. If you cannot answer with the tools, say so in \
 the Answer.
 
+## Examples
+
+Question: what is 12 * 7 plus 5?
+Thought: This is a calculation, I must use the calculate tool.
+Action: calculate
+Action Input: {{{{"expression": "12 * 7 + 5"}}}}
+Observation: 89
+Thought: I can answer without using any more tools.
+Answer: 12 * 7 + 5 = 89.
+
+Question: who wrote Les Misérables?
+Thought: This is general knowledge, I can answer without using any tools.
+Answer: Victor Hugo.
+
 ## Current Conversation
 
 Below is the current conversation consisting of interleaving human and assistant messages.

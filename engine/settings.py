@@ -71,7 +71,7 @@ class AppConfig(BaseSettings):
     tool_timeout_s: float = Field(30.0, gt=0, description="Max time of one tool call (s)")
     max_steps: int = Field(8, ge=1, le=50, description="Max model calls (ReAct steps) per turn")
     max_consecutive_retries: int = Field(2, ge=0, description="Format retries before forcing")
-    router_top_k: int = Field(4, ge=1, description="Tools routed per prompt (besides always-on)")
+    router_top_k: int = Field(2, ge=1, description="Tools routed per prompt (besides always-on)")
     history_max_messages: int = Field(12, ge=0, description="History messages sent to the model")
     history_max_chars: int = Field(6000, ge=200, description="Character budget of that history")
     data_dir: Path = Field(

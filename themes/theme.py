@@ -50,7 +50,7 @@ class RetrievalSettings(BaseModel):
     )
     chunk_overlap: int = Field(32, ge=0, le=512)
     compression: bool = Field(True, description="keep only the sentences close to the query")
-    compression_threshold: float = Field(0.5, ge=-1.0, le=1.0)
+    compression_threshold: float = Field(0.25, ge=-1.0, le=1.0)
     llm_extraction: bool = Field(False, description="let the LLM extract the relevant part")
     translate_queries: bool = Field(
         True, description="also search with the question translated (FR<->EN) by the LLM"
