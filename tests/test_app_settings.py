@@ -286,3 +286,21 @@ def test_two_processes_never_load_at_the_same_time(tmp_path: Path) -> None:
     assert end1 - start1 >= 1.0 and end2 - start2 >= 1.0
     assert end1 <= start2, f"loading intervals overlap: {spans}"
     assert (data_dir / ".appsettings.lock").exists()
+
+
+def test_load_embedding_alone_then_load_models_keeps_one_copy(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def embed_loader(config: AppConfig) -> Any:
+        calls.append("embed")
+        return LlamaIndexEmbeddingAdapter(UniversalEmbeddingWrapper(FakeBackend()))
+
+    config = AppConfig(data_dir=tmp_path)
+    first = AppSettingsManager.load_embedding(config, embed_loader=embed_loader)
+    assert AppSettingsManager.load_embedding(config, embed_loader=embed_loader) is first
+    assert get_app_settings().llm is None  # no LLM loaded for ingestion or search
+    app = AppSettingsManager.load_models(
+        config, llm_loader=lambda c, p: "llm", embed_loader=embed_loader
+    )
+    assert app.embed_model is first
+    assert calls == ["embed"]

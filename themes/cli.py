@@ -28,9 +28,9 @@ def _repository() -> ThemeRepository:
 
 
 def _embed_model() -> Any:
-    from engine.models.embeddings import load_packaged_minilm
+    from engine.models.app_settings import AppSettingsManager
 
-    return load_packaged_minilm()
+    return AppSettingsManager.load_embedding(get_config())
 
 
 def _jsonable(value: Any) -> Any:

@@ -55,6 +55,8 @@ def get_app_settings() -> AppSettings:
 
 
 _thread_lock = threading.Lock()
+# The embedding loaded before the LLM (see load_embedding), handed over to AppSettings.
+_embedding_cache: dict[str, Any] = {}
 _STATE_FIELDS = ("llm", "embed_model", "tokenizer", "versions", "initialized_by", "initialized_at")
 _VERSIONED = ("llama-index-core", "sentence-transformers", "llama_cpp_python", "torch")
 
@@ -100,7 +102,7 @@ class AppSettingsManager:
         with FileLock(str(lock_path)), _thread_lock:
             if app.locked:
                 return app
-            embed_model = embed_loader(config)
+            embed_model = _embedding_cache.pop("model", None) or embed_loader(config)
             llm = llm_loader(config, progress)
             try:
                 app.initialized_by = "".join(traceback.format_stack(limit=10))
@@ -117,6 +119,28 @@ class AppSettingsManager:
                 raise
             AppSettingsManager.lock()
         return app
+
+    @staticmethod
+    def load_embedding(
+        config: AppConfig | None = None, *, embed_loader: EmbedLoader = _default_embedding
+    ) -> Any:
+        """The app's embedding model alone (ingestion and search need no LLM).
+
+        The same object later becomes ``AppSettings.embed_model`` when
+        ``load_models`` completes, so the process holds one copy.
+        """
+        app = get_app_settings()
+        if app.locked:
+            return app.embed_model
+        config = config or get_config()
+        lock_path = Path(config.data_dir) / ".appsettings.lock"
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(lock_path)), _thread_lock:
+            if app.locked:
+                return app.embed_model
+            if "model" not in _embedding_cache:
+                _embedding_cache["model"] = embed_loader(config)
+            return _embedding_cache["model"]
 
     @staticmethod
     def validate() -> None:
@@ -149,6 +173,7 @@ class AppSettingsManager:
     def reset_for_tests() -> None:
         """Forget the instance (tests only: a real process initialises once)."""
         get_app_settings.cache_clear()
+        _embedding_cache.clear()
 
 
 def _tokenizer_of(embed_model: Any) -> Any:
