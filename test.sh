@@ -6,5 +6,5 @@ scripts/setup_venv.sh
 export HF_HUB_OFFLINE=1
 echo "==> ruff check"; .venv/bin/ruff check .
 echo "==> ruff format --check"; .venv/bin/ruff format --check .
-echo "==> mypy engine/"; .venv/bin/mypy engine/
+echo "==> mypy engine/ themes/ tracer/"; .venv/bin/mypy engine/ themes/ tracer/
 echo "==> pytest"; .venv/bin/python -m pytest "$@"
