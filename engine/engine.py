@@ -541,8 +541,6 @@ class _RawStream:
         return [text, *extra]
 
     def _judge_observation(self, observation: str, agent: ChatitegoReActAgent) -> list[str]:
-        from engine.types import ReActBlock
-
         return self._apply(
             self.finalizer.observe(ReActBlock(ReActType.OBSERVATION, observation)), agent
         )
@@ -565,7 +563,7 @@ class _RawStream:
         prefix = "" if self._at_line_start else "\n"
         text = f"{prefix}Answer: {answer}\n"
         # Re-segment with the closing line so the outcome's blocks match what clients see.
-        self.parser = _reparse(self.text + text)
+        self.parser = ReActStreamParser.parse(self.text + text)
         return text
 
     def outcome(self, state: TurnState, language: Language) -> TurnOutcome:
@@ -599,13 +597,6 @@ def _inert(text: str) -> str:
     return "\n".join(
         [lines[0], *("\u00a0" + ln if match_marker(ln) or is_fence(ln) else ln for ln in lines[1:])]
     )
-
-
-def _reparse(text: str) -> ReActStreamParser:
-    parser = ReActStreamParser()
-    parser.feed(text)
-    parser.flush()
-    return parser
 
 
 def _resume_reasoning(history: PreparedHistory, reply: str) -> list[Any]:

@@ -95,10 +95,7 @@ def answer_only(text: str) -> str:
     turn: Thought/Action only) gives "", so that the message is dropped rather
     than teaching the model to copy old Thought/Action lines.
     """
-    parser = ReActStreamParser()
-    parser.feed(text)
-    parser.flush()
-    answer = parser.get_final_answer()
+    answer = ReActStreamParser.parse(text).get_final_answer()
     return answer if answer is not None else ""
 
 

@@ -49,10 +49,8 @@ class TolerantReActOutputParser(ReActOutputParser):
 
     def parse(self, output: str, is_streaming: bool = False) -> BaseReasoningStep:
         """Parse a whole step; raise ``RetryException`` when it cannot be used."""
-        parser = ReActStreamParser()
-        parser.feed(output)
-        parser.flush()
-        return step_from_blocks(parser.blocks, is_streaming=is_streaming)
+        blocks = ReActStreamParser.parse(output).blocks
+        return step_from_blocks(blocks, is_streaming=is_streaming)
 
 
 def step_from_blocks(blocks: list[ReActBlock], *, is_streaming: bool = False) -> BaseReasoningStep:

@@ -48,6 +48,14 @@ class ReActStreamParser:
         self._flushed = False
 
     # --- public API -------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str) -> ReActStreamParser:
+        """A flushed parser over a whole text (same blocks as any chunked feeding)."""
+        parser = cls()
+        parser.feed(text)
+        parser.flush()
+        return parser
+
     def feed(self, delta: str) -> list[ReActBlock]:
         """Consume a delta; return the blocks that this delta completed."""
         if self._flushed:
