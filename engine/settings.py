@@ -80,6 +80,26 @@ class AppConfig(BaseSettings):
         description="Where themes, indexes and models live (env CHATITEGO_DATA_DIR)",
     )
     language: Literal["fr", "en"] = Field("fr", description="Default answer language")
+    mode: Literal["production", "development"] = Field(
+        "production",
+        validation_alias=AliasChoices("chatitego_mode", "mode"),
+        description="production hides error details in the pages; development shows them "
+        "(env CHATITEGO_MODE)",
+    )
+    cookie_password: SecretStr | None = Field(
+        None,
+        description="Key of the chat page's encrypted cookie (unset: a random one is made "
+        "once and kept in <data_dir>/.secrets/)",
+    )
+    admin_password_hash: SecretStr | None = Field(
+        None,
+        description="RAG Manager admin password hash (make one with "
+        "'python -m manager hash-password'); unset: the RAG Manager stays closed",
+    )
+    admin_session_minutes: int = Field(
+        30, ge=1, description="RAG Manager session length without activity (minutes)"
+    )
+    max_upload_mb: int = Field(50, ge=1, description="Largest document the RAG Manager accepts")
 
     @classmethod
     def settings_customise_sources(
@@ -95,7 +115,12 @@ class AppConfig(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Secret values to redact from any message."""
-        keys = (self.mistral_api_key, self.openai_like_api_key)
+        keys = (
+            self.mistral_api_key,
+            self.openai_like_api_key,
+            self.cookie_password,
+            self.admin_password_hash,
+        )
         return [k.get_secret_value() for k in keys if k is not None and k.get_secret_value()]
 
 
