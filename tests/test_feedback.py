@@ -56,3 +56,11 @@ def test_concurrent_votes_are_all_kept(tmp_path: Path) -> None:
 
 def test_no_file_means_no_votes(tmp_path: Path) -> None:
     assert list_feedback(tmp_path / "nothing") == []
+
+
+def test_a_changed_vote_replaces_the_earlier_one(tmp_path: Path) -> None:
+    first = record_feedback(tmp_path, _entry(-1, "même réponse"))
+    record_feedback(tmp_path, first.model_copy(update={"rating": 1}))
+    entries = list_feedback(tmp_path)
+    assert [(e.id, e.rating) for e in entries] == [(first.id, 1)]
+    assert list_feedback(tmp_path, rating=-1) == []

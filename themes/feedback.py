@@ -96,7 +96,8 @@ def list_feedback(theme_dir: Path, rating: int | None = None) -> list[FeedbackEn
     path = theme_dir / FEEDBACK_FILE
     if not path.is_file():
         return []
-    entries: list[FeedbackEntry] = []
+    # A vote changed later replaces the earlier one (same id); file order is time order.
+    latest: dict[str, tuple[int, FeedbackEntry]] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
@@ -106,7 +107,6 @@ def list_feedback(theme_dir: Path, rating: int | None = None) -> list[FeedbackEn
         except (json.JSONDecodeError, ValidationError):
             logger.warning("%s line %d: unreadable feedback entry skipped", path, number)
             continue
-        if rating is None or entry.rating == rating:
-            entries.append(entry)
-    entries.reverse()
-    return entries
+        latest[entry.id] = (number, entry)
+    ordered = [entry for _, entry in sorted(latest.values(), key=lambda p: p[0], reverse=True)]
+    return [e for e in ordered if rating is None or e.rating == rating]

@@ -1,0 +1,253 @@
+"""The chat page through Streamlit's AppTest, on a ScriptedLLM and the real MiniLM.
+
+The cookie is replaced by ``CookieHistoryStore`` over a dict (the real
+encoding, without a browser); the theme is a real one on disk.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.models.app_settings import AppSettingsManager
+from engine.tools.theme_rag import SEARCH_TOOL_NAME
+from tests.fakes import ScriptedLLM
+from tests.test_engine_corpus import act
+from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture
+from themes.feedback import list_feedback
+from tracer.history_store import CookieHistoryStore
+from tracer.render import DisplayMode, escape_markdown
+
+PAGE = str(Path(__file__).resolve().parents[1] / "chatitego.py")
+QUESTION = "How many days per week can I work from home?"
+SEARCH = act(SEARCH_TOOL_NAME, json.dumps({"query": "work from home days"}))
+POLICY = escape_markdown("hr-policy.pdf")  # labels are Markdown: escaped
+ANSWER = "Thought: The policy says it.\nAnswer: Up to **two days** per week."
+
+
+@pytest.fixture
+def llm(minilm: Any) -> Iterator[ScriptedLLM]:  # noqa: F811
+    scripted = ScriptedLLM(chunk_size=5)
+    AppSettingsManager.reset_for_tests()
+    AppSettingsManager.load_models(
+        llm_loader=lambda config, progress: scripted, embed_loader=lambda config: minilm
+    )
+    yield scripted
+    AppSettingsManager.reset_for_tests()
+
+
+@pytest.fixture
+def theme(_isolated_data_dir: Path, minilm: Any) -> Any:  # noqa: F811
+    return make_theme(_isolated_data_dir, minilm)
+
+
+def open_page(cookies: dict[str, str], theme: str | None = "hr") -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["_history_store"] = CookieHistoryStore(cookies)
+    if theme is not None:
+        at.query_params["theme"] = theme
+    return at.run()
+
+
+def markdown_text(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_a_question_gets_the_reasoning_panel_the_answer_and_its_sources(
+    llm: ScriptedLLM, theme: Any
+) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    cookies: dict[str, str] = {}
+    at = open_page(cookies)
+    assert not at.exception
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    text = markdown_text(at)
+    assert "Up to **two days** per week." in text
+    assert QUESTION in text
+    # The reasoning of the turn, collapsed, with its decorated blocks.
+    assert any("Raisonnement" in e.label for e in at.expander)
+    assert ":gray[**Pensée**]" in text and ":blue[**Action**]" in text
+    # The sources: file, page and score in an expander holding the chunk.
+    labels = [e.label for e in at.expander]
+    assert any(POLICY in label and "score" in label for label in labels)
+    assert "h.hr" in cookies and cookies["theme"] == "hr"
+
+
+def test_the_conversation_comes_back_from_the_cookie_after_a_reload(
+    llm: ScriptedLLM, theme: Any
+) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    cookies: dict[str, str] = {}
+    open_page(cookies).chat_input[0].set_value(QUESTION).run()
+    reloaded = open_page(cookies, theme=None)  # a new session: only the cookie remains
+    assert not reloaded.exception
+    assert reloaded.query_params["theme"] == "hr"  # the remembered theme
+    text = markdown_text(reloaded)
+    assert QUESTION in text and "Up to **two days** per week." in text
+    assert any(POLICY in e.label for e in reloaded.expander)
+
+
+@pytest.mark.parametrize(
+    ("mode", "thought", "action"),
+    [
+        ("everything", True, True),
+        ("hide_thoughts", False, True),
+        ("tool_calls_only", False, True),
+        ("answer_only", False, False),
+    ],
+)
+def test_display_modes_choose_what_the_reasoning_panel_shows(
+    llm: ScriptedLLM, theme: Any, mode: str, thought: bool, action: bool
+) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    at = open_page({})
+    at.sidebar.radio[0].set_value(DisplayMode(mode)).run()
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    text = markdown_text(at)
+    assert ("**Pensée**" in text) is thought
+    assert ("**Action**" in text) is action
+    assert "Up to **two days** per week." in text
+    # The choice is remembered in the cookie for the next visit.
+    assert at.session_state["display_mode"] is DisplayMode(mode)
+
+
+@pytest.mark.parametrize(
+    ("requested", "message"),
+    [("nope", "Le thème « nope » n'existe pas."), ("../etc", "n'est pas un nom de thème valide")],
+)
+def test_an_unknown_or_invalid_theme_in_the_url_shows_the_picker(
+    llm: ScriptedLLM, theme: Any, requested: str, message: str
+) -> None:
+    at = open_page({}, theme=requested)
+    assert not at.exception
+    assert any(message in e.value for e in at.error)
+    assert "Choisissez un thème" in at.info[0].value
+    assert not at.chat_input  # no chat before a theme is chosen
+    at.button(key="open-hr").click().run()
+    assert at.query_params["theme"] == "hr"
+    assert at.chat_input
+
+
+def test_no_theme_anywhere_shows_the_picker_not_an_error(llm: ScriptedLLM, theme: Any) -> None:
+    at = open_page({}, theme=None)
+    assert not at.exception and not at.error
+    assert "Choisissez un thème" in at.info[0].value
+
+
+XSS_ANSWER = (
+    "Thought: done.\n"
+    'Answer: <script>alert("x")</script> <img src=x onerror=alert(1)> '
+    "![pixel](https://evil.example/p.png) fin."
+)
+
+
+def test_html_and_remote_images_from_the_model_are_shown_as_text(
+    llm: ScriptedLLM, theme: Any
+) -> None:
+    llm.enqueue(
+        "Thought: <img src=x onerror=alert(2)>\nAction: calculator\n"
+        'Action Input: {"expression": "1+1"}\n',
+        XSS_ANSWER,
+    )
+    at = open_page({})
+    at.chat_input[0].set_value("<b>bold?</b>").run()
+    assert not at.exception
+    text = markdown_text(at)
+    assert "<script>" not in text and "<img" not in text and "<b>" not in text
+    assert "&lt;script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "https://evil.example/p.png" not in text and "[image: pixel]" in text
+    assert all(not m.allow_html for m in at.markdown)  # no element opted into raw HTML
+
+
+def test_max_steps_says_why_and_continue_resumes(llm: ScriptedLLM, theme: Any) -> None:
+    # max_steps is 8: the model never concludes, even when asked to (new queries: no loop).
+    llm.enqueue(*[act(SEARCH_TOOL_NAME, json.dumps({"query": f"days {i}"})) for i in range(9)])
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    assert "nombre maximal d'étapes" in at.warning[0].value
+    labels = [b.label for b in at.button]
+    assert {"Continuer", "Répondre avec ce qui est connu", "Réessayer"} <= set(labels)
+    llm.enqueue(ANSWER)
+    next(b for b in at.button if b.label == "Répondre avec ce qui est connu").click().run()
+    assert not at.exception
+    assert "Up to **two days** per week." in markdown_text(at)
+    # The instruction was sent to the model, after the history of the stopped turn.
+    last_call = llm.calls[-1]
+    assert "sans utiliser d'autre outil" in str(last_call[-1].content)
+    assert not at.warning or "nombre maximal" in at.warning[0].value  # the old turn keeps its note
+    assert not [b for b in at.button if b.label == "Continuer"]  # actions only under the last
+
+
+def test_retry_asks_the_same_question_again(llm: ScriptedLLM, theme: Any) -> None:
+    llm.enqueue(ConnectionError("down"), ConnectionError("down"), ConnectionError("down"))
+    llm.enqueue(ConnectionError("down"))
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    assert "ne répond pas" in at.warning[0].value
+    assert [b.label for b in at.button if b.key and b.key.startswith("follow-")] == ["Réessayer"]
+    llm.enqueue(ANSWER)
+    next(b for b in at.button if b.label == "Réessayer").click().run()
+    assert not at.warning
+    assert markdown_text(at).count(QUESTION) == 1  # asked again, not twice in the history
+    assert "Up to **two days** per week." in markdown_text(at)
+
+
+def test_ask_user_shows_the_question_and_the_reply_resumes(llm: ScriptedLLM, theme: Any) -> None:
+    ask = act("ask_user", json.dumps({"question": "Quel site : Paris ou Lyon ?"}))
+    llm.enqueue(ask)
+    at = open_page({})
+    at.chat_input[0].set_value("Quels sont les horaires ?").run()
+    assert not at.exception
+    assert "Quel site : Paris ou Lyon ?" in markdown_text(at)
+    assert "précision" in at.info[0].value
+    assert at.chat_input[0].placeholder.startswith("Votre réponse")
+    llm.enqueue("Thought: Lyon it is.\nAnswer: À Lyon, 8 h – 18 h.")
+    at.chat_input[0].set_value("Lyon").run()
+    assert not at.exception
+    assert "À Lyon, 8 h – 18 h." in markdown_text(at)
+    resumed = " ".join(str(m.content) for m in llm.calls[-1])
+    assert "Quels sont les horaires ?" in resumed and "Lyon" in resumed
+
+
+def test_export_offers_markdown_and_pdf_with_a_summary_first(llm: ScriptedLLM, theme: Any) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    md = at.session_state["export_md"]
+    assert md.index("## Résumé") < md.index("## Conversation")
+    assert QUESTION in md and "hr-policy.pdf" in md
+    assert at.session_state["export_pdf"].startswith(b"%PDF")
+    downloads = [e for e in at.sidebar if getattr(e, "type", "") == "download_button"]
+    assert downloads or at.session_state["export_key"]
+
+
+def test_a_thumb_down_goes_to_the_review_list(llm: ScriptedLLM, theme: Any) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    at.feedback[0].set_value(0).run()  # thumbs: 0 = down
+    assert not at.exception
+    votes = list_feedback(theme.directory)
+    assert [(v.rating, v.question) for v in votes] == [(-1, QUESTION)]
+    assert votes[0].sources[0].file == "hr-policy.pdf"
+    assert any(step.type == "thought" for step in votes[0].reasoning)
+
+
+def test_new_conversation_clears_the_page_and_the_cookie(llm: ScriptedLLM, theme: Any) -> None:
+    llm.enqueue(SEARCH, ANSWER)
+    cookies: dict[str, str] = {}
+    at = open_page(cookies)
+    at.chat_input[0].set_value(QUESTION).run()
+    at.sidebar.button[0].click().run()
+    assert not at.exception
+    assert QUESTION not in markdown_text(at)
+    assert QUESTION not in markdown_text(open_page(cookies))

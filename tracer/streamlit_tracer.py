@@ -1,0 +1,192 @@
+"""StreamlitChatTracer: rebuilds ReAct blocks from the raw token stream and shows them live.
+
+Why a second parser on the client (seed: "Pourquoi deux parsers ?"): the
+engine emits raw text so that any client can display it as it arrives; the
+tracer feeds it to ``ReActStreamParser`` and paints, as tokens come:
+
+- Thought / Action / Observation in a collapsible reasoning panel
+  (``st.status``), each type with its own colour and label (``render_block``);
+- the final answer below it, as Markdown (``render_answer``).
+
+Nothing from the model is passed as HTML. Repaints of the block being written
+are throttled (``min_interval_s``); a completed block is always painted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.stream_parser import ReActStreamParser
+from engine.types import ReActBlock, ReActType
+from tracer.async_bridge import iterate_sync
+from tracer.render import DisplayMode, is_visible, render_answer, render_block
+
+_CURSOR = " ▌"
+_TEXT = {
+    "fr": {
+        "thinking": "Réflexion en cours…",
+        "waiting": "Réflexion en cours… {s} s",
+        "done": "Raisonnement · {n} étape(s)",
+        "done_empty": "Raisonnement",
+        "interrupted": "Raisonnement interrompu",
+    },
+    "en": {
+        "thinking": "Thinking…",
+        "waiting": "Thinking… {s} s",
+        "done": "Reasoning · {n} step(s)",
+        "done_empty": "Reasoning",
+        "interrupted": "Reasoning interrupted",
+    },
+}
+
+
+def _text(language: str, key: str, **kw: Any) -> str:
+    return _TEXT["en" if language == "en" else "fr"][key].format(**kw)
+
+
+@dataclass
+class TracedTurn:
+    """What the tracer showed: the clean final answer and every block."""
+
+    answer: str
+    blocks: list[ReActBlock] = field(default_factory=list)
+    complete: bool = False  # the stream ran to its end
+
+    @property
+    def steps(self) -> int:
+        return sum(1 for b in self.blocks if b.type is ReActType.THOUGHT)
+
+
+class StreamlitChatTracer:
+    """Paint one turn's raw stream into a Streamlit container (a ``st.chat_message``)."""
+
+    def __init__(
+        self,
+        container: Any,
+        *,
+        mode: DisplayMode = DisplayMode.EVERYTHING,
+        language: str = "fr",
+        min_interval_s: float = 0.05,
+    ) -> None:
+        self.container = container
+        self.mode = mode
+        self.language = language
+        self.min_interval_s = min_interval_s
+        self._parser = ReActStreamParser()
+        self._panel: Any = None
+        self._live: Any = None  # placeholder of the reasoning block being written
+        self._answer: Any = None
+        self._last_paint = 0.0
+        self._painted_answer = ""
+
+    # --- public ------------------------------------------------------------------------
+    def trace(self, stream: AsyncIterator[str]) -> TracedTurn:
+        """Consume the engine's async stream (always closed) and paint it."""
+        deltas = iterate_sync(stream, on_wait=self._on_wait)
+        try:
+            return self.render(deltas)
+        finally:
+            deltas.close()  # at once, even when Streamlit stops the script mid-stream
+
+    def render(self, deltas: Iterable[str]) -> TracedTurn:
+        """Paint a stream of raw text deltas; returns the final answer and the blocks."""
+        self._open()
+        complete = False
+        try:
+            for delta in deltas:
+                for block in self._parser.feed(delta):
+                    self._paint_completed(block)
+                self._paint_current()
+            for block in self._parser.flush():
+                self._paint_completed(block)
+            complete = True
+        finally:
+            self._close(complete)
+        return TracedTurn(self._final_answer(), self._parser.blocks, complete)
+
+    @staticmethod
+    def replay(
+        container: Any, blocks: Sequence[ReActBlock], *, mode: DisplayMode, language: str
+    ) -> None:
+        """Show a past turn's reasoning, collapsed (the answer is shown by the page)."""
+        visible = [b for b in blocks if is_visible(b.type, mode)]
+        if not visible:
+            return
+        steps = sum(1 for b in blocks if b.type is ReActType.THOUGHT)
+        label = _text(language, "done", n=steps) if steps else _text(language, "done_empty")
+        panel = container.expander(label, expanded=False, icon=":material/psychology:")
+        for block in visible:
+            panel.markdown(render_block(block, language))
+
+    # --- painting ----------------------------------------------------------------------
+    def _open(self) -> None:
+        if self.mode is not DisplayMode.ANSWER_ONLY:
+            self._panel = self.container.status(_text(self.language, "thinking"), expanded=True)
+            self._live = self._panel.empty()
+        self._answer = self.container.empty()
+        if self._panel is None:
+            self._answer.caption(_text(self.language, "thinking"))
+
+    def _on_wait(self, waited_s: float) -> None:
+        # Runs while the model is silent (a slow first token): shows life, and gives
+        # Streamlit a call in which to deliver a user's "stop".
+        label = _text(self.language, "waiting", s=int(waited_s))
+        if self._panel is not None:
+            self._panel.update(label=label)
+        elif self._answer is not None and not self._painted_answer:
+            self._answer.caption(label)
+
+    def _paint_completed(self, block: ReActBlock) -> None:
+        if block.type.is_closing:
+            self._paint_answer(block.content, final=True)
+            return
+        if self._panel is None or not is_visible(block.type, self.mode):
+            return
+        self._live.markdown(render_block(block, self.language))
+        self._live = self._panel.empty()
+        self._last_paint = time.monotonic()
+
+    def _paint_current(self) -> None:
+        now = time.monotonic()
+        if now - self._last_paint < self.min_interval_s:
+            return
+        current = self._parser.current
+        if current is None or current.type is ReActType.UNKNOWN:
+            return
+        if current.type.is_closing:
+            self._paint_answer(current.content, final=False)
+        elif self._panel is not None and is_visible(current.type, self.mode):
+            partial = ReActBlock(current.type, current.content)
+            self._live.markdown(render_block(partial, self.language) + _CURSOR)
+        self._last_paint = now
+
+    def _paint_answer(self, content: str, *, final: bool) -> None:
+        text = render_answer(content.strip())
+        if not final:
+            text += _CURSOR
+        if text != self._painted_answer:
+            self._answer.markdown(text)
+            self._painted_answer = text
+
+    def _close(self, complete: bool) -> None:
+        if self._live is not None:
+            self._live.empty()
+        if self._painted_answer.endswith(_CURSOR):
+            self._paint_answer(self._final_answer(), final=True)
+        if self._panel is None:
+            return
+        steps = sum(1 for b in self._parser.blocks if b.type is ReActType.THOUGHT)
+        if not complete:
+            label, state = _text(self.language, "interrupted"), "error"
+        elif steps:
+            label, state = _text(self.language, "done", n=steps), "complete"
+        else:
+            label, state = _text(self.language, "done_empty"), "complete"
+        self._panel.update(label=label, state=state, expanded=False)
+
+    def _final_answer(self) -> str:
+        answer = self._parser.get_final_answer()
+        return (answer or "").strip()
