@@ -2,6 +2,7 @@
 
     report = ingest_files(theme, [Path("guide.pdf"), Path("folder/")], embed_model)
     report = sync_theme(theme, embed_model)        # "update": documents/ -> index
+    report = reindex(theme, embed_model, ["guide.pdf"])  # re-embed even if unchanged
     remove_document(theme, "guide.pdf")
     health(theme); repair(theme, embed_model); clear_index(theme)
 
@@ -54,7 +55,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -902,6 +903,29 @@ def repair(
     return _synchronise(theme, embed_model, progress, lock_timeout, repair_mode=True)
 
 
+def reindex(
+    theme: Theme,
+    embed_model: BaseEmbedding,
+    names: Collection[str] | None = None,
+    *,
+    progress: Callable[[IngestProgress], None] | None = None,
+    lock_timeout: float = 2.0,
+) -> IngestReport:
+    """``sync_theme``, plus re-chunking and re-embedding the stored documents named in
+    ``names`` (all of them when ``None``) even when unchanged: after a change of chunk
+    size, or of embedding model. One new version; the old chunks stay until it is published.
+    """
+    wanted = None if names is None else frozenset(names)
+    return _synchronise(
+        theme,
+        embed_model,
+        progress,
+        lock_timeout,
+        repair_mode=False,
+        force=lambda name: wanted is None or name in wanted,
+    )
+
+
 def _synchronise(
     theme: Theme,
     embed_model: BaseEmbedding,
@@ -909,6 +933,7 @@ def _synchronise(
     lock_timeout: float,
     *,
     repair_mode: bool,
+    force: Callable[[str], bool] = lambda name: False,
 ) -> IngestReport:
     started = time.perf_counter()
     report = IngestReport(theme.name)
@@ -948,7 +973,7 @@ def _synchronise(
                 sha, size = _hash_file(path, name)
                 old = known.get(name)
                 has_chunks = bool(w.vectors.document_node_ids(name))
-                if old == sha and has_chunks:
+                if old == sha and has_chunks and not force(name):
                     report.files.append(
                         FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
                     )
