@@ -149,8 +149,8 @@ def show_sources(entry: ChatEntry, index: IndexVersion, lang: str) -> None:
     st.caption(f"**{text(lang, 'sources')}**")
     for s in entry.sources:
         page = f" · {text(lang, 'page')} {s.page}" if s.page is not None else ""
-        label = f"📄 {escape_markdown(s.file)}{page} · {text(lang, 'score')} {s.score:.2f}"
-        with st.expander(label):
+        label = f"{escape_markdown(s.file)}{page} · {text(lang, 'score')} {s.score:.2f}"
+        with st.expander(label, icon=":material/description:"):
             node = index.vectors.get(s.chunk_id) if s.chunk_id else None
             st.text(node.get_content() if node is not None else s.snippet)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import CHROMIUM_FLAGS, chromium_path
+from tests.e2e.support import CHROMIUM_FLAGS, chromium_path, screenshot_path
 
 
 @pytest.fixture(autouse=True)
@@ -25,10 +25,24 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="fr-FR")
     p = context.new_page()
     p.set_default_timeout(30_000)
     yield p
+    if request.node.stash.get(_FAILED, False):
+        # What the browser showed when the test failed, to look at.
+        p.screenshot(path=screenshot_path(f"FAILED-{request.node.name}"), full_page=True)
     context.close()
