@@ -3,8 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup_venv.sh
+scripts/ensure_chromium.sh
 export HF_HUB_OFFLINE=1
 echo "==> ruff check"; .venv/bin/ruff check .
 echo "==> ruff format --check"; .venv/bin/ruff format --check .
-echo "==> mypy engine/ themes/ tracer/"; .venv/bin/mypy engine/ themes/ tracer/
+echo "==> mypy"; .venv/bin/mypy engine/ themes/ tracer/ chatitego.py
 echo "==> pytest"; .venv/bin/python -m pytest "$@"
