@@ -115,8 +115,17 @@ def _flash(kind: str, message: str) -> None:
 
 
 def _show_flash() -> None:
-    for kind, message in st.session_state.pop("flash", []):
-        getattr(st, kind)(message)
+    # Always one slot, even empty: the elements after it keep their place, so the tabs are
+    # not rebuilt (and reset to the first one) when a message comes or goes; emptied
+    # explicitly, or the browser keeps the last message.
+    slot = st.empty()
+    messages = st.session_state.pop("flash", [])
+    if not messages:
+        slot.empty()
+        return
+    with slot.container():
+        for kind, message in messages:
+            getattr(st, kind)(message)
 
 
 # ------------------------------------------------------------------------------ access
@@ -202,13 +211,20 @@ def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
                 list(summaries),
                 key="theme_select",
                 label_visibility="collapsed",
-                format_func=lambda n: t(
-                    "theme_option",
-                    name=n,
-                    documents=summaries[n].documents,
-                    chunks=summaries[n].chunks,
+                format_func=lambda n: (
+                    f"{n} — {summaries[n].title}" if summaries[n].title != n else n
                 ),
             )
+            # Counts as text, not in the option labels: a keyed selectbox keeps old labels.
+            for summary in summaries.values():
+                st.caption(
+                    t(
+                        "theme_option",
+                        name=summary.name,
+                        documents=summary.documents,
+                        chunks=summary.chunks,
+                    )
+                )
         with st.expander(t("create_theme"), expanded=not summaries), st.form("create_theme"):
             name = st.text_input(t("theme_name"), key="new_theme_name")
             title = st.text_input(t("title"), key="new_theme_title")
@@ -372,7 +388,7 @@ def _show_batch(t: Tr, theme: Theme) -> None:
     if not stored or stored[0] != theme.name:
         return
     outcome: BatchOutcome = stored[1]
-    st.progress(1.0, text=t("stage_writing") if outcome.report else "")
+    st.progress(1.0, text="100 %")
     counts = {k: outcome.count(k) for k in _STATUS_KEYS}
     (st.warning if counts["rejected"] else st.success)(t("batch_done", **counts))
     if outcome.files:
@@ -458,7 +474,10 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
         )
         c1, c2 = st.columns([2, 3])
         name = c1.selectbox(t("document"), [r.name for r in rows], key=f"doc_{theme.name}")
-        confirm = c2.checkbox(t("confirm_delete_doc"), key=f"confirm_doc_{theme.name}")
+        confirm = c2.checkbox(
+            t("confirm_delete_doc"),
+            key=f"confirm_doc_{theme.name}_{st.session_state.get('delete_round', 0)}",
+        )
         c1, c2, c3, c4 = st.columns(4)
         if c1.button(t("delete_doc"), disabled=not confirm, key="delete_doc"):
             result = _act(t, lang, lambda: delete_document(theme, name))
@@ -468,6 +487,8 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
                 else:
                     _flash("warning", f"{name} : {result.reason}")
                 st.session_state.pop("batch", None)
+                # A new key unticks the confirmation (deleting a widget's state does not).
+                st.session_state["delete_round"] = st.session_state.get("delete_round", 0) + 1
                 st.rerun()
         if c2.button(t("reindex_one"), key="reindex_one"):
             _run_batch(t, lang, theme, lambda e, p: reindex_batch(theme, e, [name], progress=p))
@@ -508,10 +529,11 @@ def _inspect_tab(t: Tr, lang: str, theme: Theme) -> None:
             t, lang, lambda: HybridRetriever(version, embed, settings).retrieve(question.strip())
         )
         if result is not None:
-            st.session_state["retrieval"] = (theme.name, result)
+            st.session_state["retrieval"] = (theme.name, version.name, result)
     stored = st.session_state.get("retrieval")
-    if stored and stored[0] == theme.name:
-        _show_retrieval(t, stored[1])
+    # A result of an older index version would show chunks that may be gone: ask again.
+    if stored and stored[:2] == (theme.name, version.name):
+        _show_retrieval(t, stored[2])
 
     st.subheader(t("chunk_viewer"))
     names = sorted(version.vectors.ref_doc_ids())
@@ -543,7 +565,7 @@ def _show_retrieval(t: Tr, result: Any) -> None:
                 {
                     t("rank"): item.rank,
                     t("document"): item.file_name or "",
-                    t("page"): item.page,
+                    t("page"): "" if item.page is None else str(item.page),
                     t("vector"): round(item.vector_score, 4),
                     t("keyword"): round(item.keyword_score, 4),
                     t("fused"): round(item.fused_score, 4),

@@ -58,8 +58,8 @@ TEXTS: dict[str, tuple[str, str]] = {
     # themes
     "themes": ("Thèmes", "Themes"),
     "theme_option": (
-        "{name} — {documents} doc., {chunks} passages",
-        "{name} — {documents} docs, {chunks} chunks",
+        "{name} : {documents} doc., {chunks} passages",
+        "{name}: {documents} docs, {chunks} chunks",
     ),
     "no_theme": (
         "Aucun thème pour l'instant : créez le premier dans la barre latérale.",
@@ -145,11 +145,11 @@ TEXTS: dict[str, tuple[str, str]] = {
     "status": ("Statut", "Status"),
     "chunks": ("Passages", "Chunks"),
     "reason": ("Raison", "Reason"),
-    "st_ingested": ("✅ ingéré", "✅ ingested"),
-    "st_updated": ("🔄 mis à jour", "🔄 updated"),
-    "st_unchanged": ("➖ inchangé", "➖ unchanged"),
-    "st_rejected": ("⛔ refusé", "⛔ rejected"),
-    "st_removed": ("🗑️ retiré", "🗑️ removed"),
+    "st_ingested": ("ingéré", "ingested"),
+    "st_updated": ("mis à jour", "updated"),
+    "st_unchanged": ("inchangé", "unchanged"),
+    "st_rejected": ("refusé", "rejected"),
+    "st_removed": ("retiré", "removed"),
     "doc_table": ("Documents du thème", "The theme's documents"),
     "no_documents": ("Aucun document dans ce thème.", "No document in this theme."),
     "name": ("Nom", "Name"),
