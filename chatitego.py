@@ -313,26 +313,24 @@ def export_buttons(theme: Theme, conversation: Conversation, lang: str) -> None:
 
     st.subheader(text(lang, "export"))
     stamp = datetime.now().strftime("%Y%m%d-%H%M")
-    # Built once per conversation state, not on every rerun.
-    key = (theme.name, lang, len(conversation.entries), conversation.entries[-1].id)
-    if S.get("export_key") != key:
-        S.export_md = conversation_markdown(conversation.entries, theme=theme.name, language=lang)
-        S.export_pdf = conversation_pdf(conversation.entries, theme=theme.name, language=lang)
-        S.export_key = key
+    entries = list(conversation.entries)  # the state shown now, whatever comes later
     left, right = st.columns(2)
+    # Deferred: the files are built when clicked, not on every rerun (a PDF costs ~0.3 s).
     left.download_button(
         text(lang, "export_md"),
-        S.export_md,
+        lambda: conversation_markdown(entries, theme=theme.name, language=lang),
         file_name=f"chatitego-{theme.name}-{stamp}.md",
         mime="text/markdown",
         icon=":material/description:",
+        on_click="ignore",
     )
     right.download_button(
         text(lang, "export_pdf"),
-        S.export_pdf,
+        lambda: conversation_pdf(entries, theme=theme.name, language=lang),
         file_name=f"chatitego-{theme.name}-{stamp}.pdf",
         mime="application/pdf",
         icon=":material/picture_as_pdf:",
+        on_click="ignore",
     )
 
 

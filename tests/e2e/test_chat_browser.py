@@ -57,6 +57,16 @@ def test_ask_reload_and_switch_theme(page: Any, tmp_path: Path, minilm: Any) -> 
         page.get_by_text("Je cherche dans la politique RH.").first.wait_for()
         page.screenshot(path=screenshot_path("chat-2-reasoning"), full_page=True)
 
+        # Export: the PDF is built on click and downloaded.
+        with page.expect_download() as download:
+            page.get_by_role("button", name="PDF").click()
+        pdf = Path(download.value.path()).read_bytes()
+        assert pdf.startswith(b"%PDF") and len(pdf) > 1000
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Markdown").click()
+        md = Path(download.value.path()).read_text(encoding="utf-8")
+        assert md.index("## Résumé") < md.index(QUESTION, md.index("## Conversation"))
+
         page.reload()
         _wait_ready(page)
         page.get_by_text(QUESTION).first.wait_for(timeout=30_000)
