@@ -55,6 +55,8 @@ def _search(page: Any, question: str) -> None:
     box = page.get_by_label("Question", exact=True).first
     box.fill(question)
     page.get_by_role("button", name="Chercher").click()
+    # Shown with every result, and only with a result of the current index version.
+    page.get_by_text("Durées (ms)", exact=False).wait_for(timeout=60_000)
     _idle(page)
     # The tab the admin was on stays selected across the rerun.
     page.get_by_role("tab", name="Inspecter", selected=True).wait_for(timeout=5_000)
@@ -113,6 +115,12 @@ def test_login_upload_search_delete(page: Any, tmp_path: Path) -> None:
         sidebar.get_by_text("maintenance : 2 doc.", exact=False).wait_for()
         page.wait_for_timeout(1500)  # the tables are drawn on a canvas after the run
         _shot(page, "4-ingested")
+        for tab, shot in (("Santé", "4b-health"), ("Réglages", "4c-settings")):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(500)
+            _shot(page, shot)
+        page.get_by_role("tab", name="Santé").click()
+        page.get_by_text("Index cohérent avec le dossier des documents.").wait_for()
 
         _search(page, f"vanne {PDF_WORD}")
         titles = _expander_titles(page)
