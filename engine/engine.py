@@ -32,7 +32,7 @@ from engine.history import PreparedHistory, prepare_history
 from engine.llms import LLMConfigurationError
 from engine.markers import is_fence, match_marker
 from engine.observations import render_observation
-from engine.prompts import STOP_REASON_TEXT, Language, system_header
+from engine.prompts import STOP_REASON_TEXT, Language, default_theme_prompt, system_header
 from engine.router import ToolRouter
 from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
@@ -166,6 +166,12 @@ class ReActEngine:
         self.index = index
         self._theme = resolved
         self._theme_prompt = resolved.system_prompt.strip() if resolved is not None else ""
+        if resolved is not None and not self._theme_prompt and theme_tools:
+            from engine.tools.theme_rag import SEARCH_TOOL_NAME
+
+            self._theme_prompt = default_theme_prompt(
+                resolved.settings.title or resolved.name, self.language, SEARCH_TOOL_NAME
+            )
         self._retriever = retriever
         self._theme_tools = theme_tools
         if token is not None:

@@ -187,3 +187,25 @@ STOP_REASON_TEXT = {
         "internal_error": "internal error",
     },
 }
+
+
+# A theme whose admin wrote no system prompt still has documents: without a word
+# about them, a small local model answers "how many days of leave?" with the
+# calculator (seen with Qwen2.5-Coder-1.5B on a fresh theme).
+_DEFAULT_THEME_PROMPT = {
+    "fr": (
+        "Tu es l'assistant du thème « {title} ». Pour toute question sur ce domaine, "
+        "cherche d'abord dans les documents du thème avec l'outil {tool}, réponds à partir "
+        "de ce que tu y trouves et cite tes sources ; si les documents ne répondent pas, dis-le."
+    ),
+    "en": (
+        "You are the assistant of the theme “{title}”. For any question about this domain, "
+        "first search the theme's documents with the {tool} tool, answer from what you find "
+        "and cite your sources; if the documents do not answer, say so."
+    ),
+}
+
+
+def default_theme_prompt(title: str, language: Language, tool: str) -> str:
+    """The theme prompt used when the admin has not written one."""
+    return _DEFAULT_THEME_PROMPT[language].format(title=title, tool=tool)

@@ -510,3 +510,24 @@ async def test_a_theme_ingested_from_files_is_searched_by_the_agent(
     assert outcome.sources[0].file == "passwords.txt"
     assert outcome.sources[0].page is None
     assert "[Source 1: passwords.txt]" in (llm.calls[1][-1].content or "")
+
+
+async def test_a_theme_without_prompt_still_points_the_model_to_its_documents(
+    _isolated_data_dir: Path, minilm: Any
+) -> None:
+    # Seen live: a fresh theme with no prompt, and the local 1.5B model answered
+    # "Combien de jours de congés par an ?" with the calculator ("= 365").
+    theme = make_theme(_isolated_data_dir, minilm)
+    (theme.directory / "system_prompt.md").unlink()
+    assert theme.system_prompt == ""
+    llm = ScriptedLLM(["Answer: ok"])
+    engine = engine_for(llm, minilm)
+    engine.start(theme="hr")
+    await consume(engine)
+    system = llm.calls[0][0].content or ""
+    assert "theme “Human resources”" in system
+    assert f"first search the theme's documents with the {SEARCH_TOOL_NAME} tool" in system
+    engine.start(theme="hr", language="fr")
+    llm.enqueue("Answer: ok")
+    await consume(engine)
+    assert f"avec l'outil {SEARCH_TOOL_NAME}" in (llm.calls[1][0].content or "")
