@@ -10,6 +10,7 @@ index and token come through ``start``, the history through ``set_history``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import traceback
@@ -22,6 +23,7 @@ from llama_index.core.agent.workflow.workflow_events import AgentStream, ToolCal
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM
 from llama_index.core.tools import BaseTool
+from llama_index.core.tools.types import adapt_to_async_tool
 from llama_index.core.workflow import Context
 
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
@@ -37,8 +39,9 @@ from engine.router import ToolRouter
 from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
+from engine.tools.theme_rag import SEARCH_TOOL_NAME as _SEARCH_TOOL
 from engine.transport import RetryPolicy, redact
-from engine.types import ReActBlock, ReActType, Source, StopReason, TurnOutcome
+from engine.types import ReActBlock, ReActType, Source, StopReason, ToolCallRecord, TurnOutcome
 
 if TYPE_CHECKING:
     from themes.index_storage import IndexVersion
@@ -51,6 +54,10 @@ DETAIL_LEVELS = ("concise", "standard", "detailed")
 _GATE_TIMEOUT_S = 30.0
 # Upper bound of one query translation (an LLM call inside the RAG tool).
 TRANSLATION_TIMEOUT_S = 15.0
+_SEARCH_FIRST_THOUGHT = {
+    "fr": "Je cherche d'abord dans les documents du thème.",
+    "en": "I first search the theme's documents.",
+}
 _CHAT_LANGUAGE_RULE = {"fr": "Réponds en français.", "en": "Answer in English."}
 
 
@@ -167,10 +174,8 @@ class ReActEngine:
         self._theme = resolved
         self._theme_prompt = resolved.system_prompt.strip() if resolved is not None else ""
         if resolved is not None and not self._theme_prompt and theme_tools:
-            from engine.tools.theme_rag import SEARCH_TOOL_NAME
-
             self._theme_prompt = default_theme_prompt(
-                resolved.settings.title or resolved.name, self.language, SEARCH_TOOL_NAME
+                resolved.settings.title or resolved.name, self.language, _SEARCH_TOOL
             )
         self._retriever = retriever
         self._theme_tools = theme_tools
@@ -273,6 +278,56 @@ class ReActEngine:
             return self._stream_chat(prompt.strip())
         return self._stream(prompt.strip())
 
+    def _searches_first(self) -> bool:
+        theme, index = self._theme, self.index
+        return (
+            theme is not None
+            and theme.settings.retrieval.search_first
+            and index is not None
+            and index.vectors.count() > 0
+            and any(t.metadata.get_name() == _SEARCH_TOOL for t in self._theme_tools)
+        )
+
+    async def _search_first(
+        self, prompt: str, state: TurnState, out: _RawStream, agent: ChatitegoReActAgent
+    ) -> AsyncIterator[str]:
+        """Run the theme search on the question as the turn's first, already-taken step.
+
+        Seen live with the local 1.5B model: asked about a theme's subject, it
+        answers from memory (or with the calculator) instead of searching. The
+        step is shown in the stream like any other and handed to the agent as
+        initial reasoning, so the model's first call already sees the passages.
+        """
+        tool = next(t for t in self._theme_tools if t.metadata.get_name() == _SEARCH_TOOL)
+        kwargs = {"query": prompt}
+        try:
+            search = adapt_to_async_tool(tool).acall(**kwargs)
+            output = await asyncio.wait_for(search, self.config.tool_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - a timeout or a failure: the model can still search
+            logger.warning("search before the first step failed: %s", type(exc).__name__)
+            return
+        thought = _SEARCH_FIRST_THOUGHT[self.language]
+        action_input = json.dumps(kwargs, ensure_ascii=False)
+        for line in (
+            f"Thought: {thought}",
+            f"Action: {_SEARCH_TOOL}",
+            f"Action Input: {action_input}",
+        ):
+            for text in out._line(line, agent):
+                yield text
+        observation = render_observation(_SEARCH_TOOL, output, out.secrets)
+        out.add_sources(_sources_of_output(output))
+        state.tool_calls.append(
+            ToolCallRecord(_SEARCH_TOOL, kwargs, observation, bool(output.is_error))
+        )
+        state.observations.append((_SEARCH_TOOL, observation))
+        state.initial_reasoning = [
+            ActionReasoningStep(thought=thought, action=_SEARCH_TOOL, action_input=kwargs),
+            ObservationReasoningStep(observation=observation),
+        ]
+        for text in out._line(f"Observation: {_inert(observation)}", agent):
+            yield text
+
     @property
     def _chat_mode(self) -> bool:
         theme = self._theme
@@ -320,6 +375,9 @@ class ReActEngine:
             if history.waiting_for_user:
                 user_msg = history.pending_task or prompt
                 state.initial_reasoning = _resume_reasoning(history, prompt)
+            elif self._searches_first():
+                async for text in self._search_first(prompt, state, out, agent):
+                    yield text
             handler = agent.run(user_msg=user_msg, chat_history=chat_history)
             async for event in handler.stream_events():
                 for text in out.handle(event, agent, gate):
@@ -516,8 +574,7 @@ class _RawStream:
         if isinstance(event, ToolCallResult):
             observation = render_observation(event.tool_name, event.tool_output, self.secrets)
             # One passage found by two searches is one source.
-            known = {s.chunk_id for s in self.sources}
-            self.sources.extend(s for s in _sources_of(event) if s.chunk_id not in known)
+            self.add_sources(_sources_of_output(event.tool_output))
             if event.tool_name == ASK_USER_TOOL and not event.tool_output.is_error:
                 return []  # the question is the turn's answer, emitted at the end
             texts = self._line(f"Observation: {_inert(observation)}", agent)
@@ -530,6 +587,11 @@ class _RawStream:
         if isinstance(event, StepBoundary):
             gate.ack(event.step)
         return []
+
+    def add_sources(self, sources: Sequence[Source]) -> None:
+        # One passage found by two searches is one source.
+        known = {s.chunk_id for s in self.sources}
+        self.sources.extend(s for s in sources if s.chunk_id not in known)
 
     def _line(self, text: str, agent: ChatitegoReActAgent) -> list[str]:
         prefix = "" if self._at_line_start else "\n"
@@ -638,8 +700,8 @@ def _own_chat_stream(response: Any) -> Any:
     return response.achat_stream
 
 
-def _sources_of(event: ToolCallResult) -> list[Source]:
-    raw = event.tool_output.raw_output
+def _sources_of_output(output: Any) -> list[Source]:
+    raw = output.raw_output
     sources = getattr(raw, "sources", None)
     if isinstance(sources, list):
         return [s for s in sources if isinstance(s, Source)]

@@ -29,6 +29,8 @@ def theme(tmp_path: Path, minilm: LlamaIndexEmbeddingAdapter) -> Theme:
     )
     theme = ThemeRepository(tmp_path / "data").create("maintenance", title="Maintenance")
     ingest_files(theme, [doc], minilm)
+    theme.settings.retrieval.search_first = False  # the scripts below search themselves
+    theme.save_settings()
     return theme
 
 

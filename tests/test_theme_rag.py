@@ -83,7 +83,11 @@ def make_theme(
         name, title="Human resources", language="en", system_prompt=THEME_PROMPT
     )
     theme.settings.engine_mode = engine_mode  # type: ignore[assignment]
-    theme.settings.retrieval = RetrievalSettings(**{"wide_k": 10, "top_k": 3, **retrieval})
+    # search_first off: these tests script the model's own search (the default is on,
+    # tested in test_the_search_runs_before_the_first_step).
+    theme.settings.retrieval = RetrievalSettings(
+        **{"wide_k": 10, "top_k": 3, "search_first": False, **retrieval}
+    )
     theme.save_settings()
     build_version(theme.directory, corpus, embed_model)
     return theme
@@ -531,3 +535,40 @@ async def test_a_theme_without_prompt_still_points_the_model_to_its_documents(
     llm.enqueue("Answer: ok")
     await consume(engine)
     assert f"avec l'outil {SEARCH_TOOL_NAME}" in (llm.calls[1][0].content or "")
+
+
+async def test_the_search_runs_before_the_first_step(_isolated_data_dir: Path, minilm: Any) -> None:
+    # Seen live: the local 1.5B model answers a theme question from memory even
+    # when told to search; with search_first the passages are there at its first call.
+    make_theme(_isolated_data_dir, minilm, search_first=True)
+    llm = ScriptedLLM(["Thought: The policy says it.\nAnswer: Two days per week [Source 1]."])
+    engine = engine_for(llm, minilm)
+    engine.start(theme="hr")
+    raw = await consume(engine)
+    outcome = engine.last_outcome
+    assert outcome is not None and outcome.stop_reason is StopReason.ANSWERED
+    assert outcome.answer == "Two days per week [Source 1]."
+    assert len(llm.calls) == 1  # the model's own search step was saved
+    blocks = ReActStreamParser.parse(raw).blocks
+    assert [b.type for b in blocks][:4] == [
+        ReActType.THOUGHT,
+        ReActType.ACTION,
+        ReActType.ACTION_INPUT,
+        ReActType.OBSERVATION,
+    ]
+    assert blocks[1].content == SEARCH_TOOL_NAME
+    assert json.loads(blocks[2].content) == {"query": QUESTION}
+    first_call = "\n".join(str(m.content) for m in llm.calls[0])
+    assert "[Source 1: hr-policy.pdf, p. 3]" in first_call
+    assert outcome.sources and outcome.sources[0].file == "hr-policy.pdf"
+    assert [c.name for c in outcome.tool_calls] == [SEARCH_TOOL_NAME]
+
+
+async def test_no_search_first_on_an_empty_theme(_isolated_data_dir: Path, minilm: Any) -> None:
+    ThemeRepository(_isolated_data_dir).create("empty", title="Empty", language="en")
+    llm = ScriptedLLM(["Answer: nothing to search"])
+    engine = engine_for(llm, minilm)
+    engine.start(theme="empty")
+    raw = await consume(engine)
+    assert "Action:" not in raw
+    assert engine.last_outcome is not None and engine.last_outcome.answer == "nothing to search"

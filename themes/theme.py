@@ -52,6 +52,11 @@ class RetrievalSettings(BaseModel):
     compression: bool = Field(True, description="keep only the sentences close to the query")
     compression_threshold: float = Field(0.25, ge=-1.0, le=1.0)
     llm_extraction: bool = Field(False, description="let the LLM extract the relevant part")
+    search_first: bool = Field(
+        True,
+        description="search the documents with the question before the model's first step "
+        "(small models otherwise answer from memory)",
+    )
     translate_queries: bool = Field(
         True, description="also search with the question translated (FR<->EN) by the LLM"
     )
