@@ -15,8 +15,10 @@ def _browser_marker(request: pytest.FixtureRequest) -> None:
     request.node.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Module scope, not session: while playwright's sync API is started it holds an
+    # event loop as "running" in the main thread, and later tests' asyncio.run fail.
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
