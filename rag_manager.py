@@ -294,6 +294,7 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
         )
         llm_extraction = c3.toggle(t("llm_extraction"), r.llm_extraction)
         translate = c4.toggle(t("translate_queries"), r.translate_queries)
+        search_first = st.toggle(t("search_first"), r.search_first)
         prompt = st.text_area(t("system_prompt"), theme.system_prompt, height=220)
         history = len(theme.prompt_history())
         if history:
@@ -320,6 +321,7 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
                 "compression_threshold": float(threshold),
                 "llm_extraction": llm_extraction,
                 "translate_queries": translate,
+                "search_first": search_first,
             },
         }
         chunking_changed = (tokens, int(overlap)) != (r.chunk_tokens, r.chunk_overlap)

@@ -96,6 +96,10 @@ TEXTS: dict[str, tuple[str, str]] = {
     "compression_threshold": ("Seuil de compression", "Compression threshold"),
     "llm_extraction": ("Extraction par le LLM", "LLM extraction"),
     "translate_queries": ("Traduire les questions (FR↔EN)", "Translate questions (FR↔EN)"),
+    "search_first": (
+        "Chercher dans les documents avant la première étape du modèle",
+        "Search the documents before the model's first step",
+    ),
     "system_prompt": ("Prompt système (Markdown)", "System prompt (Markdown)"),
     "preview": ("Aperçu du prompt", "Prompt preview"),
     "prompt_history": (

@@ -250,3 +250,30 @@ def test_new_conversation_clears_the_page_and_the_cookie(llm: ScriptedLLM, theme
     assert not at.exception
     assert QUESTION not in markdown_text(at)
     assert QUESTION not in markdown_text(open_page(cookies))
+
+
+def test_a_new_index_version_reaches_an_open_conversation(
+    llm: ScriptedLLM,
+    theme: Any,
+    minilm: Any,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    from themes.ingest import ingest_files
+
+    llm.enqueue(SEARCH, ANSWER)
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    before = at.session_state["engine_key"]
+    doc = tmp_path / "canteen.md"
+    doc.write_text("# Canteen\n\nThe canteen opens at 11:30 and closes at 14:00.\n", "utf-8")
+    ingest_files(theme, [doc], minilm)  # what the RAG Manager does: a new version
+    llm.enqueue(
+        act(SEARCH_TOOL_NAME, json.dumps({"query": "canteen opening hours"})),
+        "Thought: found.\nAnswer: 11:30.",
+    )
+    at.chat_input[0].set_value("When does the canteen open?").run()
+    assert not at.exception
+    after = at.session_state["engine_key"]
+    assert before[1] != after[1] and after[1] == theme.storage.current_version_name()
+    labels = [e.label for e in at.expander]
+    assert any(escape_markdown("canteen.md") in label for label in labels)  # found, no restart
