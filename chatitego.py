@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import streamlit as st
 
@@ -23,7 +25,7 @@ from engine.engine import ReActEngine
 from engine.models.app_settings import AppSettingsManager, get_app_settings
 from engine.settings import AppConfig, get_config
 from engine.types import StopReason
-from themes.feedback import FeedbackEntry, FeedbackSource, FeedbackStep, record_feedback
+from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
 from themes.index_storage import IndexVersion
 from themes.theme import Theme, ThemeRepository
 from tracer.conversation import ChatEntry, Conversation, FollowUp, follow_up_prompt, follow_ups
@@ -190,7 +192,7 @@ def record_vote(theme: Theme, conversation: Conversation, entry_id: str, lang: s
             question=conversation.question_before(entry.id),
             answer=entry.content,
             stop_reason=entry.stop_reason or "",
-            sources=[FeedbackSource(**s.model_dump()) for s in entry.sources],
+            sources=list(entry.sources),
             reasoning=[FeedbackStep(type=r.type, content=r.content) for r in entry.reasoning],
         ),
     )
@@ -314,24 +316,20 @@ def export_buttons(theme: Theme, conversation: Conversation, lang: str) -> None:
     st.subheader(text(lang, "export"))
     stamp = datetime.now().strftime("%Y%m%d-%H%M")
     entries = list(conversation.entries)  # the state shown now, whatever comes later
-    left, right = st.columns(2)
-    # Deferred: the files are built when clicked, not on every rerun (a PDF costs ~0.3 s).
-    left.download_button(
-        text(lang, "export_md"),
-        lambda: conversation_markdown(entries, theme=theme.name, language=lang),
-        file_name=f"chatitego-{theme.name}-{stamp}.md",
-        mime="text/markdown",
-        icon=":material/description:",
-        on_click="ignore",
+    builders: tuple[tuple[str, Callable[..., str | bytes], str, str, str], ...] = (
+        ("export_md", conversation_markdown, "md", "text/markdown", "description"),
+        ("export_pdf", conversation_pdf, "pdf", "application/pdf", "picture_as_pdf"),
     )
-    right.download_button(
-        text(lang, "export_pdf"),
-        lambda: conversation_pdf(entries, theme=theme.name, language=lang),
-        file_name=f"chatitego-{theme.name}-{stamp}.pdf",
-        mime="application/pdf",
-        icon=":material/picture_as_pdf:",
-        on_click="ignore",
-    )
+    for column, (label, build, suffix, mime, icon) in zip(st.columns(2), builders, strict=True):
+        # Deferred: the file is built when clicked, not on every rerun (a PDF costs ~0.3 s).
+        column.download_button(
+            text(lang, label),
+            partial(build, entries, theme=theme.name, language=lang),
+            file_name=f"chatitego-{theme.name}-{stamp}.{suffix}",
+            mime=mime,
+            icon=f":material/{icon}:",
+            on_click="ignore",
+        )
 
 
 def theme_picker(repo: ThemeRepository, lang: str, problem: str, requested: str | None) -> None:

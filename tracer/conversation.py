@@ -16,23 +16,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from engine.types import ReActBlock, ReActType, StopReason, TurnOutcome
+from themes.feedback import FeedbackSource, FeedbackStep
+
+# The review list stores what the conversation holds: one model for both.
+SourceRef = FeedbackSource
 
 
-class SourceRef(BaseModel):
-    """A passage an answer relies on."""
-
-    file: str
-    page: int | None = None
-    chunk_id: str = ""
-    score: float = 0.0
-    snippet: str = ""
-
-
-class ReasoningStep(BaseModel):
+class ReasoningStep(FeedbackStep):
     """One reasoning block of a turn (``type`` is a ``ReActType`` value)."""
-
-    type: str
-    content: str
 
     def as_block(self) -> ReActBlock:
         try:
