@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docx import Document as DocxDocument
+from playwright.sync_api import expect
 
 from manager.auth import hash_password
 from tests.e2e.support import screenshot_path, streamlit_server
@@ -139,7 +140,10 @@ def test_login_upload_search_delete(page: Any, tmp_path: Path) -> None:
         page.get_by_role("button", name="Supprimer ce document").click()
         page.get_by_text(f"« {PDF_NAME} » supprimé", exact=False).wait_for()
         _idle(page)
-        assert not page.get_by_label("Je confirme la suppression").is_checked()
+        # A rerun may still show the previous run's faded copy: wait until only one is left.
+        confirm = page.get_by_label("Je confirme la suppression")
+        expect(confirm).to_have_count(1, timeout=30_000)
+        assert not confirm.is_checked()
         _shot(page, "6-deleted")
 
         _search(page, f"vanne {PDF_WORD}")
