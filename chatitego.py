@@ -20,6 +20,7 @@ from datetime import datetime
 from functools import partial
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from engine.engine import ReActEngine
 from engine.models.app_settings import AppSettingsManager, get_app_settings
@@ -45,6 +46,7 @@ from tracer.ui_text import (
 logger = logging.getLogger("chatitego.page")
 S = st.session_state
 DETAILS = ("concise", "standard", "detailed")
+MAX_TURN_RESUMES = 3  # a turn interrupted by more reruns than this ends as cancelled
 
 st.set_page_config(page_title="Chatitego", page_icon="💬", layout="centered")
 
@@ -243,11 +245,21 @@ def run_turn(
     with st.chat_message("user"):
         st.markdown(escape_markdown(shown or prompt))
     S.in_flight = True  # a stop from the user ends the script here; the next run notes it
-    with st.chat_message("assistant"):
-        tracer = StreamlitChatTracer(st.container(), mode=S.display_mode, language=lang)
-        turn = tracer.trace(engine.stream(prompt))
+    try:
+        with st.chat_message("assistant"):
+            tracer = StreamlitChatTracer(st.container(), mode=S.display_mode, language=lang)
+            turn = tracer.trace(engine.stream(prompt))
+    except RerunException:
+        # Not the user's stop: a rerun came in mid-turn (seen: the cookie component
+        # reporting a write just after page load). The stream is closed; ask again on
+        # the next run rather than lose the question (bounded, see main()).
+        conversation.take_back_last_turn()
+        S.in_flight = False
+        S.resume_turn = (prompt, shown, S.get("resume_turn", (None, None, 0))[2] + 1)
+        raise
     conversation.add_assistant(engine.last_outcome, turn.answer, turn.blocks)
     S.in_flight = False
+    S.pop("resume_turn", None)
 
 
 def note_interrupted_turn(engine: ReActEngine | None, conversation: Conversation) -> None:
@@ -413,8 +425,16 @@ def main() -> None:
     )
     prompt = st.chat_input(placeholder)
     action: FollowUp | None = S.pop("pending_action", None)
+    resume = S.get("resume_turn")
     if prompt and prompt.strip():
+        S.pop("resume_turn", None)
         run_turn(prompt.strip(), shown=None, engine=engine, conversation=conversation, lang=lang)
+    elif resume is not None and resume[2] <= MAX_TURN_RESUMES:
+        run_turn(resume[0], shown=resume[1], engine=engine, conversation=conversation, lang=lang)
+    elif resume is not None:  # interrupted again and again: say so, offer to retry
+        S.pop("resume_turn", None)
+        conversation.add_user(resume[1] or resume[0])
+        conversation.add_assistant(None, "", [])
     elif action is FollowUp.RETRY:
         question = conversation.take_back_last_turn()
         if question:

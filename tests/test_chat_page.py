@@ -277,3 +277,37 @@ def test_a_new_index_version_reaches_an_open_conversation(
     assert before[1] != after[1] and after[1] == theme.storage.current_version_name()
     labels = [e.label for e in at.expander]
     assert any(escape_markdown("canteen.md") in label for label in labels)  # found, no restart
+
+
+def test_a_rerun_in_the_middle_of_a_turn_asks_again_instead_of_losing_the_question(
+    llm: ScriptedLLM, theme: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen in the browser: the cookie component reported a write just after page load,
+    # Streamlit reran the script mid-turn, and the question ended "interrupted".
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+    from tracer.async_bridge import iterate_sync
+    from tracer.streamlit_tracer import StreamlitChatTracer
+
+    real_trace = StreamlitChatTracer.trace
+    interruptions: list[int] = []
+
+    def interrupted_once(self: StreamlitChatTracer, stream: Any) -> Any:
+        if not interruptions:
+            interruptions.append(1)
+            items = iterate_sync(stream)
+            next(items)  # the turn has started...
+            items.close()  # ...when the rerun stops the script (the stream is closed)
+            raise RerunException(RerunData())
+        return real_trace(self, stream)
+
+    monkeypatch.setattr(StreamlitChatTracer, "trace", interrupted_once)
+    llm.enqueue(SEARCH, SEARCH, ANSWER)  # the interrupted first step, then the whole turn
+    at = open_page({})
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    assert interruptions == [1]
+    text = markdown_text(at)
+    assert text.count(QUESTION) == 1 and "Up to **two days** per week." in text
+    assert not at.warning  # no "interrupted" note: the question was simply asked again
