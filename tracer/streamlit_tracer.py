@@ -23,28 +23,18 @@ from engine.stream_parser import ReActStreamParser
 from engine.types import ReActBlock, ReActType
 from tracer.async_bridge import iterate_sync
 from tracer.render import DisplayMode, is_visible, render_answer, render_block
+from tracer.ui_text import text
 
 _CURSOR = " ▌"
-_TEXT = {
-    "fr": {
-        "thinking": "Réflexion en cours…",
-        "waiting": "Réflexion en cours… {s} s",
-        "done": "Raisonnement · {n} étape(s)",
-        "done_empty": "Raisonnement",
-        "interrupted": "Raisonnement interrompu",
-    },
-    "en": {
-        "thinking": "Thinking…",
-        "waiting": "Thinking… {s} s",
-        "done": "Reasoning · {n} step(s)",
-        "done_empty": "Reasoning",
-        "interrupted": "Reasoning interrupted",
-    },
-}
 
 
-def _text(language: str, key: str, **kw: Any) -> str:
-    return _TEXT["en" if language == "en" else "fr"][key].format(**kw)
+def count_steps(blocks: Sequence[ReActBlock]) -> int:
+    """Reasoning steps of a turn: one per Thought."""
+    return sum(1 for b in blocks if b.type is ReActType.THOUGHT)
+
+
+def _panel_label(language: str, steps: int) -> str:
+    return text(language, "reasoning_done", n=steps) if steps else text(language, "reasoning")
 
 
 @dataclass
@@ -57,7 +47,7 @@ class TracedTurn:
 
     @property
     def steps(self) -> int:
-        return sum(1 for b in self.blocks if b.type is ReActType.THOUGHT)
+        return count_steps(self.blocks)
 
 
 class StreamlitChatTracer:
@@ -115,8 +105,7 @@ class StreamlitChatTracer:
         visible = [b for b in blocks if is_visible(b.type, mode)]
         if not visible:
             return
-        steps = sum(1 for b in blocks if b.type is ReActType.THOUGHT)
-        label = _text(language, "done", n=steps) if steps else _text(language, "done_empty")
+        label = _panel_label(language, count_steps(blocks))
         panel = container.expander(label, expanded=False, icon=":material/psychology:")
         for block in visible:
             panel.markdown(render_block(block, language))
@@ -124,16 +113,16 @@ class StreamlitChatTracer:
     # --- painting ----------------------------------------------------------------------
     def _open(self) -> None:
         if self.mode is not DisplayMode.ANSWER_ONLY:
-            self._panel = self.container.status(_text(self.language, "thinking"), expanded=True)
+            self._panel = self.container.status(text(self.language, "thinking"), expanded=True)
             self._live = self._panel.empty()
         self._answer = self.container.empty()
         if self._panel is None:
-            self._answer.caption(_text(self.language, "thinking"))
+            self._answer.caption(text(self.language, "thinking"))
 
     def _on_wait(self, waited_s: float) -> None:
         # Runs while the model is silent (a slow first token): shows life, and gives
         # Streamlit a call in which to deliver a user's "stop".
-        label = _text(self.language, "waiting", s=int(waited_s))
+        label = text(self.language, "thinking_for", s=int(waited_s))
         if self._panel is not None:
             self._panel.update(label=label)
         elif self._answer is not None and not self._painted_answer:
@@ -178,13 +167,11 @@ class StreamlitChatTracer:
             self._paint_answer(self._final_answer(), final=True)
         if self._panel is None:
             return
-        steps = sum(1 for b in self._parser.blocks if b.type is ReActType.THOUGHT)
-        if not complete:
-            label, state = _text(self.language, "interrupted"), "error"
-        elif steps:
-            label, state = _text(self.language, "done", n=steps), "complete"
+        if complete:
+            label = _panel_label(self.language, count_steps(self._parser.blocks))
+            state = "complete"
         else:
-            label, state = _text(self.language, "done_empty"), "complete"
+            label, state = text(self.language, "reasoning_interrupted"), "error"
         self._panel.update(label=label, state=state, expanded=False)
 
     def _final_answer(self) -> str:

@@ -10,6 +10,11 @@ from tracer.render import DisplayMode
 
 _FR: dict[str, str] = {
     "title": "Chatitego",
+    "thinking": "Réflexion en cours…",
+    "thinking_for": "Réflexion en cours… {s} s",
+    "reasoning_done": "Raisonnement · {n} étape(s)",
+    "reasoning": "Raisonnement",
+    "reasoning_interrupted": "Raisonnement interrompu",
     "loading_cookies": "Chargement de la conversation…",
     "loading_models": "Chargement du modèle de langage (la première fois, cela peut prendre "
     "une minute)…",
@@ -55,6 +60,11 @@ _FR: dict[str, str] = {
 
 _EN: dict[str, str] = {
     "title": "Chatitego",
+    "thinking": "Thinking…",
+    "thinking_for": "Thinking… {s} s",
+    "reasoning_done": "Reasoning · {n} step(s)",
+    "reasoning": "Reasoning",
+    "reasoning_interrupted": "Reasoning interrupted",
     "loading_cookies": "Loading the conversation…",
     "loading_models": "Loading the language model (the first time may take a minute)…",
     "loading_index": "Loading the documents of theme “{theme}”…",
