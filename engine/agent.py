@@ -45,9 +45,13 @@ from llama_index.core.tools import AsyncBaseTool, ToolOutput, ToolSelection
 from llama_index.core.workflow import Context, StopEvent, step
 from pydantic import ValidationError
 
+from engine.budget import TokenBudget, estimate_tokens, fit_prompt
+from engine.compact import react_grammar
 from engine.errors import ForceFinalizeException, RetryException
 from engine.events import CorrectionEvent
 from engine.formatter import InjectedThoughtStep
+from engine.models.errors import ContextOverflowError
+from engine.models.inprocess import GenerationUsage, InProcessModel
 from engine.observations import render_observation
 from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY, TolerantReActOutputParser
 from engine.prompts import FALLBACK_ANSWER, FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT, Language
@@ -87,6 +91,10 @@ class TurnState:
     internal_errors: list[str] = field(default_factory=list)
     # Reasoning to start from (resuming after ask_user); consumed by the first step.
     initial_reasoning: list[BaseReasoningStep] = field(default_factory=list)
+    # One entry per model call: tokens read (counted, or estimated for remote models).
+    usage: list[GenerationUsage] = field(default_factory=list)
+    # What the token budget had to shorten in this turn ("observations", "history"...).
+    trimmed: list[str] = field(default_factory=list)
 
     def request_final(self, reason: StopReason) -> None:
         if not self.force_final:
@@ -102,6 +110,8 @@ class ChatitegoReActAgent(ReActAgent):
     _step_gate: StepGate | None = PrivateAttr(default=None)
     _secrets: tuple[str, ...] = PrivateAttr(default=())
     _tool_timeout_s: float = PrivateAttr(default=DEFAULT_TOOL_TIMEOUT_S)
+    _max_output_tokens: int = PrivateAttr(default=1024)
+    _constrained: bool = PrivateAttr(default=False)
 
     def configure_turn(
         self,
@@ -111,13 +121,21 @@ class ChatitegoReActAgent(ReActAgent):
         step_gate: StepGate | None = None,
         secrets: Sequence[str] = (),
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+        max_output_tokens: int = 1024,
+        constrained_output: bool = False,
     ) -> None:
-        """Attach the per-turn state and the orchestrator hook before ``run``."""
+        """Attach the per-turn state and the orchestrator hook before ``run``.
+
+        ``constrained_output``: an in-process model writes each step under a
+        grammar (a Thought line, then an Answer or an Action on the step's tools).
+        """
         self._turn = state
         self._retry_policy = retry_policy
         self._step_gate = step_gate
         self._secrets = tuple(secrets)
         self._tool_timeout_s = tool_timeout_s
+        self._max_output_tokens = max_output_tokens
+        self._constrained = constrained_output
         self.output_parser = TolerantReActOutputParser()
 
     @property
@@ -150,6 +168,8 @@ class ChatitegoReActAgent(ReActAgent):
             return self._force_final(ctx, exc.message)
         except LLMCallFailed as exc:
             return self._llm_failed(exc)
+        except ContextOverflowError as exc:
+            return self._llm_failed(LLMCallFailed(FaultKind.CONTEXT_OVERFLOW, str(exc)))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the loop must not stop silently
@@ -180,21 +200,34 @@ class ChatitegoReActAgent(ReActAgent):
             reasoning.extend(InjectedThoughtStep(thought=t) for t in state.pending_thoughts)
             state.pending_thoughts.clear()
             await ctx.store.set(self.reasoning_key, reasoning)
-        messages = self.formatter.format(tools, chat_history=llm_input, current_reasoning=reasoning)
-        messages.extend(state.pending_correction)
+        step_tools: Sequence[AsyncBaseTool] = [] if state.force_final else tools
+
+        def render(history: list[ChatMessage], steps: list[BaseReasoningStep]) -> list[ChatMessage]:
+            messages = self.formatter.format(tools, chat_history=history, current_reasoning=steps)
+            messages.extend(state.pending_correction)
+            if state.force_final:
+                reason = STOP_REASON_TEXT[state.language].get(
+                    (state.force_final_reason or StopReason.FORCED_FINAL).value, ""
+                )
+                messages.append(
+                    ChatMessage(
+                        role=MessageRole.USER,
+                        content=FORCE_FINAL_INSTRUCTION[state.language].format(reason=reason),
+                    )
+                )
+            return merge_same_roles(messages)
+
+        fitted = fit_prompt(list(llm_input), reasoning, render, *self._budget())
+        for part in fitted.trimmed:
+            if part not in state.trimmed:
+                state.trimmed.append(part)
         if state.force_final:
             state.force_final_attempted = True
-            reason = STOP_REASON_TEXT[state.language].get(
-                (state.force_final_reason or StopReason.FORCED_FINAL).value, ""
-            )
-            messages.append(
-                ChatMessage(
-                    role=MessageRole.USER,
-                    content=FORCE_FINAL_INSTRUCTION[state.language].format(reason=reason),
-                )
-            )
         state.last_output = ""
-        text = await self._call_model(ctx, merge_same_roles(messages), reasoning)
+        call_kwargs = self._call_kwargs(fitted.max_output, step_tools)
+        text = await self._call_model(ctx, fitted.messages, reasoning, call_kwargs)
+        if not isinstance(self.llm, InProcessModel):
+            state.usage.append(GenerationUsage(fitted.prompt_tokens, 0, 0, 0.0))
         state.llm_calls += 1
         state.last_output = text
         step_out = self.output_parser.parse(text, is_streaming=False)
@@ -222,8 +255,29 @@ class ChatitegoReActAgent(ReActAgent):
             current_agent_name=self.name,
         )
 
+    def _budget(self) -> tuple[Callable[[Sequence[ChatMessage]], int], TokenBudget]:
+        """How to count a prompt's tokens, and the window to fit it in."""
+        llm = self.llm
+        if isinstance(llm, InProcessModel):
+            return llm.count_chat_tokens, TokenBudget(llm.context_tokens, self._max_output_tokens)
+        window = llm.metadata.context_window
+        return estimate_tokens, TokenBudget(window, min(self._max_output_tokens, window // 4))
+
+    def _call_kwargs(self, max_output: int, step_tools: Sequence[AsyncBaseTool]) -> dict[str, Any]:
+        if not isinstance(self.llm, InProcessModel):
+            # Only a shortened answer room is passed on: remote models keep their settings.
+            return {"max_tokens": max_output} if max_output < self._max_output_tokens else {}
+        kwargs: dict[str, Any] = {"max_tokens": max_output, "usage_sink": self._turn.usage}
+        if self._constrained:
+            kwargs["grammar"] = react_grammar([t.metadata.get_name() for t in step_tools])
+        return kwargs
+
     async def _call_model(
-        self, ctx: Context, messages: list[ChatMessage], reasoning: list[BaseReasoningStep]
+        self,
+        ctx: Context,
+        messages: list[ChatMessage],
+        reasoning: list[BaseReasoningStep],
+        call_kwargs: dict[str, Any] | None = None,
     ) -> str:
         after_observation = bool(self._turn.pending_correction) or bool(
             reasoning and not isinstance(reasoning[-1], ActionReasoningStep)
@@ -252,6 +306,7 @@ class ChatitegoReActAgent(ReActAgent):
             policy=self._retry_policy,
             on_retry=restart,
             secrets=self._secrets,
+            call_kwargs=call_kwargs,
         )
         tail = shapers[-1].finish()
         if tail and ctx.is_running:
@@ -324,9 +379,7 @@ class ChatitegoReActAgent(ReActAgent):
 
     def _llm_failed(self, exc: LLMCallFailed) -> AgentOutput:
         state = self._turn
-        state.stop_reason = (
-            StopReason.LLM_AUTH_FAILED if exc.kind is FaultKind.AUTH else StopReason.LLM_UNAVAILABLE
-        )
+        state.stop_reason = _STOP_OF_FAULT.get(exc.kind, StopReason.LLM_UNAVAILABLE)
         state.stop_detail = exc.message
         return self._final_output(compose_fallback_answer(state, state.stop_reason))
 
@@ -431,6 +484,13 @@ class ChatitegoReActAgent(ReActAgent):
             output.response = ChatMessage(role=MessageRole.ASSISTANT, content=state.answer)
         await ctx.store.set(self.reasoning_key, [])
         return output
+
+
+_STOP_OF_FAULT = {
+    FaultKind.AUTH: StopReason.LLM_AUTH_FAILED,
+    FaultKind.CONTEXT_OVERFLOW: StopReason.CONTEXT_OVERFLOW,
+    FaultKind.MODEL_ERROR: StopReason.MODEL_ERROR,
+}
 
 
 def resolve_tool_call(

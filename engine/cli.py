@@ -105,6 +105,9 @@ _STOP_NOTICE = {
     StopReason.MAX_STEPS: "(nombre maximal d'étapes atteint)",
     StopReason.LLM_UNAVAILABLE: "(le modèle ne répond pas — réessayez ou changez de modèle)",
     StopReason.LLM_AUTH_FAILED: "(clé d'accès refusée — vérifiez MISTRAL_API_KEY)",
+    StopReason.CONTEXT_OVERFLOW: "(trop long pour la fenêtre du modèle — question plus courte "
+    "ou nouvelle conversation)",
+    StopReason.MODEL_ERROR: "(le modèle n'a pas pu être chargé ou exécuté — voir le détail)",
     StopReason.WAITING_FOR_USER: "(répondez à la question pour continuer)",
     StopReason.INTERNAL_ERROR: "(erreur interne — voir les journaux)",
 }

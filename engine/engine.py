@@ -27,12 +27,15 @@ from llama_index.core.tools.types import adapt_to_async_tool
 from llama_index.core.workflow import Context
 
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
+from engine.compact import CompactReActFormatter, compact_header
 from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
-from engine.llms import LLMConfigurationError
+from engine.intent import Intent, classify_intent
+from engine.llms import LLMConfigurationError, resolve_provider
 from engine.markers import is_fence, match_marker
+from engine.models.inprocess import is_in_process
 from engine.observations import render_observation
 from engine.prompts import STOP_REASON_TEXT, Language, default_theme_prompt, system_header
 from engine.router import ToolRouter
@@ -41,7 +44,15 @@ from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.tools.theme_rag import SEARCH_TOOL_NAME as _SEARCH_TOOL
 from engine.transport import RetryPolicy, redact
-from engine.types import ReActBlock, ReActType, Source, StopReason, ToolCallRecord, TurnOutcome
+from engine.types import (
+    ReActBlock,
+    ReActType,
+    Source,
+    StopReason,
+    ToolCallRecord,
+    TurnOutcome,
+    TurnUsage,
+)
 
 if TYPE_CHECKING:
     from themes.index_storage import IndexVersion
@@ -59,6 +70,15 @@ _SEARCH_FIRST_THOUGHT = {
     "en": "I first search the theme's documents.",
 }
 _CHAT_LANGUAGE_RULE = {"fr": "Réponds en français.", "en": "Answer in English."}
+# Compact profile: passages shown to the model, and the characters they may take (about
+# 700 tokens with their headers: the focused-call baseline of the answer benchmark).
+COMPACT_TOP_K = 3
+COMPACT_OBSERVATION_CHARS = 2400
+# The general tools a compact step gets for each intent.
+COMPACT_INTENT_TOOLS = {
+    Intent.CALCULATION: ("calculate",),
+    Intent.DATE: ("now", "date_add", "date_diff", "parse_date"),
+}
 
 
 class _StepGate:
@@ -82,11 +102,6 @@ class _StepGate:
         event = self._waiting.pop(step, None)
         if event is not None:
             event.set()
-
-
-def _is_in_process(llm: LLM | None) -> bool:
-    """True for a model computed by this process (llama.cpp), not reached over a network."""
-    return any(cls.__name__ == "LlamaCPP" for cls in type(llm).__mro__) if llm else False
 
 
 def enabled_general_tools(theme: Theme | None) -> list[BaseTool]:
@@ -129,6 +144,7 @@ class ReActEngine:
         self._retriever: HybridRetriever | None = None
         self._theme_tools: list[BaseTool] = []
         self._history = PreparedHistory(messages=[])
+        self._compact = False
         self.last_outcome: TurnOutcome | None = None
         if ragkwargs is not None:  # mode 1: ready at construction
             self.start(**dict(ragkwargs))
@@ -163,10 +179,12 @@ class ReActEngine:
             detail = detail or resolved.settings.detail
         # Everything that may fail comes before the first assignment: a failed start
         # leaves the previous configuration whole.
+        compact = self._wants_compact_profile()
         retriever: HybridRetriever | None = None
         theme_tools: list[BaseTool] = []
         if index is not None:
-            retriever, theme_tools = self._theme_toolkit(resolved, index)
+            retriever, theme_tools = self._theme_toolkit(resolved, index, compact=compact)
+        self._compact = compact
         self.theme = resolved.name if resolved is not None else None
         self.detail = detail or "standard"
         self.language = language or self.config.language  # type: ignore[assignment]
@@ -204,23 +222,44 @@ class ReActEngine:
         # The name may come from a URL or a cookie: check it before it touches the disk.
         return ThemeRepository(self.config.data_dir).get(validate_theme_name(theme))
 
+    def _wants_compact_profile(self) -> bool:
+        """The compact prompt profile: asked for, or ``auto`` with an in-process model."""
+        profile = self.config.prompt_profile
+        if profile != "auto":
+            return profile == "compact"
+        if self._llm is not None:
+            return is_in_process(self._llm)
+        return resolve_provider(self.config) == "local"
+
     def _theme_toolkit(
-        self, theme: Theme | None, index: IndexVersion
+        self, theme: Theme | None, index: IndexVersion, *, compact: bool = False
     ) -> tuple[HybridRetriever, list[BaseTool]]:
-        from engine.tools.theme_rag import ThemeToolKit, make_llm_extractor, make_llm_translator
+        from engine.tools.theme_rag import (
+            DEFAULT_MAX_CHARS,
+            ThemeToolKit,
+            make_llm_extractor,
+            make_llm_translator,
+        )
         from themes.retrieval import HybridRetriever
         from themes.theme import RetrievalSettings
 
         settings = theme.settings.retrieval if theme is not None else RetrievalSettings()
+        if compact:
+            settings = settings.model_copy(update={"top_k": min(settings.top_k, COMPACT_TOP_K)})
         embed_model = self._get_embed_model()
         # The LLM is resolved when a translation is needed, not now: start() stays cheap.
         translator = make_llm_translator(
             self._get_llm, timeout_s=min(TRANSLATION_TIMEOUT_S, self.config.llm_timeout_s)
         )
-        retriever = HybridRetriever(index, embed_model, settings, translator=translator)
+        # A slow model translates only when the question's language is absent from the
+        # corpus: a French question over a French and English guide finds the French page.
+        retriever = HybridRetriever(
+            index, embed_model, settings, translator=translator, translate_mixed=not compact
+        )
         title = (theme.settings.title or theme.name) if theme is not None else "documents"
         extractor = make_llm_extractor(self._get_llm) if settings.llm_extraction else None
-        toolkit = ThemeToolKit(retriever, title, extractor=extractor)
+        max_chars = COMPACT_OBSERVATION_CHARS if compact else DEFAULT_MAX_CHARS
+        toolkit = ThemeToolKit(retriever, title, extractor=extractor, max_chars=max_chars)
         return retriever, list(toolkit.tools())
 
     def _embed_model_for(self, routable: Sequence[BaseTool]) -> BaseEmbedding | None:
@@ -356,12 +395,20 @@ class ReActEngine:
         history = self._history
         handler = None
         finished = False
+        route = "react"
         try:
             assert self._router is not None
-            # The theme's tools are always offered: the router never drops the RAG tool.
-            tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
             llm = self._get_llm()
-            agent = self._build_agent(tools, state)
+            documents_first = False
+            if self._compact and not history.waiting_for_user:
+                intent = await asyncio.to_thread(classify_intent, llm, prompt)
+                tools = self._compact_tools(intent)
+                documents_first = intent is Intent.OTHER and self._searches_first()
+                route = _compact_route(intent, documents_first)
+            else:
+                # The theme's tools are always offered: the router never drops the RAG tool.
+                tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
+            agent = self._build_agent(tools, state, documents_first=documents_first)
             gate = _StepGate()
             agent.configure_turn(
                 state,
@@ -369,13 +416,15 @@ class ReActEngine:
                 step_gate=gate.wait,
                 secrets=secrets,
                 tool_timeout_s=self.config.tool_timeout_s,
+                max_output_tokens=self.config.llm_max_tokens,
+                constrained_output=self._compact and is_in_process(llm),
             )
             agent.llm = llm
             user_msg, chat_history = prompt, history.messages
             if history.waiting_for_user:
                 user_msg = history.pending_task or prompt
                 state.initial_reasoning = _resume_reasoning(history, prompt)
-            elif self._searches_first():
+            elif documents_first or (not self._compact and self._searches_first()):
                 async for text in self._search_first(prompt, state, out, agent):
                     yield text
             handler = agent.run(user_msg=user_msg, chat_history=chat_history)
@@ -385,11 +434,12 @@ class ReActEngine:
             await handler
             finished = True
         except LLMConfigurationError as exc:
-            state.stop_reason = StopReason.LLM_UNAVAILABLE
+            # A model that cannot be built (no key, a bad GGUF) is not an unreachable one.
+            state.stop_reason = StopReason.MODEL_ERROR
             state.answer = redact(str(exc), secrets)
         except (GeneratorExit, asyncio.CancelledError):
             state.stop_reason = StopReason.CANCELLED
-            self.last_outcome = out.outcome(state, self.language)
+            self.last_outcome = out.outcome(state, self.language, route)
             raise
         except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
             # The message and traceback may quote an API key: redact before logging.
@@ -405,7 +455,12 @@ class ReActEngine:
         closing = out.closing_text(state, self.language)
         if closing:
             yield closing
-        self.last_outcome = out.outcome(state, self.language)
+        self.last_outcome = out.outcome(state, self.language, route)
+
+    def _compact_tools(self, intent: Intent) -> list[BaseTool]:
+        """The tools of a compact step: those the intent calls for, if the theme allows them."""
+        wanted = COMPACT_INTENT_TOOLS.get(intent, ())
+        return [t for t in enabled_general_tools(self._theme) if t.metadata.get_name() in wanted]
 
     def _state(self) -> TurnState:
         return TurnState(
@@ -481,7 +536,7 @@ class ReActEngine:
             self.last_outcome = outcome()
             raise
         except LLMConfigurationError as exc:
-            stop_reason = StopReason.LLM_UNAVAILABLE
+            stop_reason = StopReason.MODEL_ERROR
             detail = redact(str(exc), secrets)
         except TimeoutError:
             stop_reason = StopReason.LLM_UNAVAILABLE
@@ -506,12 +561,23 @@ class ReActEngine:
         yield "\n"
         self.last_outcome = outcome()
 
-    def _build_agent(self, tools: Sequence[BaseTool], state: TurnState) -> ChatitegoReActAgent:
+    def _build_agent(
+        self, tools: Sequence[BaseTool], state: TurnState, *, documents_first: bool = False
+    ) -> ChatitegoReActAgent:
         context = self._theme_prompt
-        formatter = ChatitegoReActFormatter(
-            system_header=system_header(state.language, self.detail, with_context=bool(context)),
-            context=context,
-        )
+        formatter: ChatitegoReActFormatter | CompactReActFormatter
+        if self._compact:
+            formatter = CompactReActFormatter(
+                header=compact_header(state.language, self.detail, context),
+                documents_first=documents_first,
+            )
+        else:
+            formatter = ChatitegoReActFormatter(
+                system_header=system_header(
+                    state.language, self.detail, with_context=bool(context)
+                ),
+                context=context,
+            )
         agent = ChatitegoReActAgent(
             name="chatitego",
             tools=list(tools),
@@ -533,7 +599,7 @@ class ReActEngine:
 
     def _retry_policy(self) -> RetryPolicy:
         c = self.config
-        if _is_in_process(self._llm):
+        if is_in_process(self._llm):
             # A local model is never "unreachable": a slow first token is a long prompt
             # being read on a busy CPU, and a retry would only read it again.
             return RetryPolicy(
@@ -634,7 +700,7 @@ class _RawStream:
         self.parser = ReActStreamParser.parse(self.text + text)
         return text
 
-    def outcome(self, state: TurnState, language: Language) -> TurnOutcome:
+    def outcome(self, state: TurnState, language: Language, route: str = "react") -> TurnOutcome:
         self.parser.flush()
         return TurnOutcome(
             stop_reason=state.stop_reason or StopReason.INTERNAL_ERROR,
@@ -644,7 +710,20 @@ class _RawStream:
             steps=state.llm_calls,
             sources=self.sources,
             detail=state.stop_detail,
+            usage=TurnUsage(
+                model_calls=len(state.usage),
+                prompt_tokens=sum(u.prompt_tokens for u in state.usage),
+                cached_tokens=sum(u.cached_tokens for u in state.usage),
+                completion_tokens=sum(u.completion_tokens for u in state.usage),
+            ),
+            route=route,
         )
+
+
+def _compact_route(intent: Intent, documents_first: bool) -> str:
+    if intent is not Intent.OTHER:
+        return intent.value
+    return "documents" if documents_first else "direct"
 
 
 def _final_answer(state: TurnState, language: Language) -> str:

@@ -176,6 +176,8 @@ STOP_REASON_TEXT = {
         "cancelled": "la réponse a été interrompue",
         "llm_unavailable": "le modèle de langage ne répond pas",
         "llm_auth_failed": "la clé d'accès au modèle est refusée",
+        "context_overflow": "la question et ses documents dépassent la fenêtre du modèle",
+        "model_error": "le modèle de langage n'a pas pu être chargé ou exécuté",
         "internal_error": "erreur interne",
     },
     "en": {
@@ -184,6 +186,8 @@ STOP_REASON_TEXT = {
         "cancelled": "the answer was interrupted",
         "llm_unavailable": "the language model is not answering",
         "llm_auth_failed": "the model's access key was refused",
+        "context_overflow": "the question and its documents exceed the model's window",
+        "model_error": "the language model could not be loaded or run",
         "internal_error": "internal error",
     },
 }

@@ -60,6 +60,11 @@ class AppConfig(BaseSettings):
     )
     local_llm_gpu_layers: int = Field(0, ge=-1, description="Layers offloaded to a GPU (-1 all)")
     llm_max_tokens: int = Field(1024, ge=64, description="Max tokens per model call")
+    prompt_profile: Literal["auto", "full", "compact"] = Field(
+        "auto",
+        description="full: the rich ReAct prompt; compact: short prompts, intent routing and "
+        "constrained output for small models; auto: compact for the in-process local model",
+    )
     llm_temperature: float = Field(0.0, ge=0.0, le=1.0, description="Sampling temperature")
     llm_timeout_s: float = Field(60.0, gt=0, description="Timeout of one model request (s)")
     llm_retry_budget_s: float = Field(90.0, gt=0, description="Total time for retries (s)")

@@ -22,6 +22,8 @@ from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse
 
+from engine.models.errors import ContextOverflowError, ModelError
+
 logger = logging.getLogger(__name__)
 
 
@@ -29,6 +31,9 @@ class FaultKind(Enum):
     RETRYABLE = "retryable"
     AUTH = "auth"
     FATAL = "fatal"
+    # Not network faults: retrying would only fail the same way.
+    CONTEXT_OVERFLOW = "context_overflow"
+    MODEL_ERROR = "model_error"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ _SECRET = re.compile(r"(?i)(bearer\s+|api[_-]?key[=:\s]+)[A-Za-z0-9._\-]{6,}")
 
 def classify_fault(exc: BaseException) -> tuple[FaultKind, float | None]:
     """Map any exception raised by an LLM client to a fault kind and a Retry-After delay."""
+    if isinstance(exc, ContextOverflowError):
+        return FaultKind.CONTEXT_OVERFLOW, None
+    if isinstance(exc, ModelError):
+        return FaultKind.MODEL_ERROR, None
     status = _status_code(exc)
     retry_after = _retry_after(exc)
     if status in (401, 403):
@@ -143,11 +152,13 @@ async def stream_llm(
     policy: RetryPolicy,
     on_retry: Callable[[int, str], None] | None = None,
     secrets: Sequence[str] = (),
+    call_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
     """Stream one chat call, retrying transport faults; return the full text.
 
     ``on_delta`` receives each text delta. When an attempt fails after some
     deltas, ``on_retry`` is told so that the caller can reset what it built.
+    ``call_kwargs`` go to ``astream_chat`` (e.g. ``max_tokens``).
     """
     deadline = time.monotonic() + policy.total_budget_s
     last_error = "no attempt made"
@@ -157,7 +168,8 @@ async def stream_llm(
             break
         try:
             return await asyncio.wait_for(
-                _one_attempt(llm, messages, on_delta, policy), timeout=remaining
+                _one_attempt(llm, messages, on_delta, policy, call_kwargs or {}),
+                timeout=remaining,
             )
         except asyncio.CancelledError:
             raise
@@ -190,9 +202,10 @@ async def _one_attempt(
     messages: Sequence[ChatMessage],
     on_delta: Callable[[str], None],
     policy: RetryPolicy,
+    call_kwargs: Mapping[str, Any],
 ) -> str:
     stream: AsyncIterator[ChatResponse] = await asyncio.wait_for(
-        llm.astream_chat(list(messages)), timeout=policy.first_token_timeout_s
+        llm.astream_chat(list(messages), **call_kwargs), timeout=policy.first_token_timeout_s
     )
     parts: list[str] = []
     first = True

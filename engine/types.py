@@ -49,6 +49,10 @@ class StopReason(str, Enum):
     MAX_STEPS = "max_steps"
     LLM_UNAVAILABLE = "llm_unavailable"
     LLM_AUTH_FAILED = "llm_auth_failed"
+    # The prompt does not fit in the model's window, even trimmed: not an outage.
+    CONTEXT_OVERFLOW = "context_overflow"
+    # The model could not be loaded or run (a bad GGUF, out of memory, not configured).
+    MODEL_ERROR = "model_error"
     WAITING_FOR_USER = "waiting_for_user"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
@@ -75,6 +79,20 @@ class Source:
     snippet: str
 
 
+@dataclass(frozen=True)
+class TurnUsage:
+    """What a turn cost the model: tokens read (of which from the KV cache) and written.
+
+    Counted with the model's tokenizer for an in-process model; for a remote one
+    ``prompt_tokens`` is an estimate and the other counts are 0.
+    """
+
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+
 @dataclass
 class TurnOutcome:
     """What a finished turn produced; ``ReActEngine.last_outcome`` after each run."""
@@ -86,6 +104,10 @@ class TurnOutcome:
     steps: int = 0
     sources: list[Source] = field(default_factory=list)
     detail: str = ""
+    usage: TurnUsage = field(default_factory=TurnUsage)
+    # How the turn was led: "react" (the model picks among the tools), or for the compact
+    # profile the question's intent ("documents", "calculation", "date", "direct").
+    route: str = "react"
 
     @property
     def answered(self) -> bool:

@@ -470,6 +470,7 @@ def test_bad_gguf_path_stops_the_turn_with_a_clear_message(
     finally:
         AppSettingsManager.reset_for_tests()
     assert engine.last_outcome is not None
-    assert engine.last_outcome.stop_reason is StopReason.LLM_UNAVAILABLE
+    # Its own reason: a bad model file is not "the model is not answering".
+    assert engine.last_outcome.stop_reason is StopReason.MODEL_ERROR
     assert "model.txt" in engine.last_outcome.answer
     assert "not a GGUF model" in engine.last_outcome.answer

@@ -316,12 +316,16 @@ class HybridRetriever(BaseRetriever):
         settings: RetrievalSettings | None = None,
         *,
         translator: Translator | None = None,
+        translate_mixed: bool = True,
     ) -> None:
+        """``translate_mixed``: also translate when the corpus holds the question's
+        language beside another one (False: only when it does not hold it at all)."""
         super().__init__()
         self.version = version
         self.embed_model = embed_model
         self.settings = settings or RetrievalSettings()
         self.translator = translator
+        self.translate_mixed = translate_mixed
         store = version.vectors
         # A published version never changes: map node ids to matrix rows once.
         self._rows = {node_id: row for row, node_id in enumerate(store.node_ids())}
@@ -368,6 +372,8 @@ class HybridRetriever(BaseRetriever):
         # Translate only when part of the corpus is in the other language: a French
         # question over French documents gains nothing from an English variant.
         if language is None or (self._languages and self._languages <= {language}):
+            return (query,)
+        if not self.translate_mixed and language in self._languages:
             return (query,)
         translated = self._translate(query)
         if not translated or translated.casefold() == query.casefold():

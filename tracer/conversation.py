@@ -67,6 +67,8 @@ _FOLLOW_UPS: dict[StopReason, tuple[FollowUp, ...]] = {
     StopReason.FORCED_FINAL: (FollowUp.CONTINUE, FollowUp.RETRY),
     StopReason.LLM_UNAVAILABLE: (FollowUp.RETRY,),
     StopReason.LLM_AUTH_FAILED: (FollowUp.RETRY,),
+    StopReason.CONTEXT_OVERFLOW: (FollowUp.RETRY,),
+    StopReason.MODEL_ERROR: (FollowUp.RETRY,),
     StopReason.INTERNAL_ERROR: (FollowUp.RETRY,),
 }
 

@@ -115,6 +115,12 @@ _STOP_FR = {
     "joignable (serveur démarré, connexion), puis réessayez.",
     StopReason.LLM_AUTH_FAILED: "La clé d'accès au modèle est refusée. Vérifiez "
     "MISTRAL_API_KEY (ou la clé de votre serveur), puis réessayez.",
+    StopReason.CONTEXT_OVERFLOW: "La question, la conversation et les documents trouvés ne "
+    "tiennent pas dans la fenêtre du modèle. Posez une question plus courte ou commencez une "
+    "nouvelle conversation (l'administrateur peut aussi augmenter LOCAL_LLM_CONTEXT).",
+    StopReason.MODEL_ERROR: "Le modèle de langage n'a pas pu être chargé ou exécuté (fichier "
+    "du modèle invalide, mémoire insuffisante, configuration). La réponse ci-dessus dit quoi "
+    "corriger ; transmettez-la à l'administrateur.",
     StopReason.INTERNAL_ERROR: "Une erreur interne a interrompu ce tour. Réessayez ; si elle "
     "revient, signalez-la à l'administrateur.",
 }
@@ -128,6 +134,12 @@ _STOP_EN = {
     "reached (server started, connection), then retry.",
     StopReason.LLM_AUTH_FAILED: "The model's access key was refused. Check MISTRAL_API_KEY "
     "(or your server's key), then retry.",
+    StopReason.CONTEXT_OVERFLOW: "The question, the conversation and the documents found do "
+    "not fit in the model's window. Ask a shorter question or start a new conversation (the "
+    "administrator can also raise LOCAL_LLM_CONTEXT).",
+    StopReason.MODEL_ERROR: "The language model could not be loaded or run (invalid model "
+    "file, not enough memory, configuration). The answer above says what to fix; pass it on "
+    "to the administrator.",
     StopReason.INTERNAL_ERROR: "An internal error interrupted this turn. Retry; if it happens "
     "again, report it to the administrator.",
 }

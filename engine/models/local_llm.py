@@ -11,21 +11,25 @@ fetch one from a model hub where one is reachable (never when
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, Callable, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 from llama_index.core.base.llms.types import ChatResponse, ChatResponseAsyncGen
 from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.llms import LLM, ChatMessage
+from llama_index.core.llms import LLM, ChatMessage, MessageRole
 
 from engine.models import chatml
+from engine.models.errors import ContextOverflowError, LocalModelError
+from engine.models.inprocess import GenerationUsage
 from engine.settings import AppConfig
 
 logger = logging.getLogger(__name__)
@@ -37,10 +41,6 @@ PART_COUNT = 22
 LOCAL_STOP = [chatml.IM_END, "<|endoftext|>", "\nObservation:", "\nObservation :"]
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-class LocalModelError(Exception):
-    """The local model cannot be found, assembled or loaded; the message says what to do."""
 
 
 def packaged_part_paths() -> list[Path]:
@@ -204,21 +204,64 @@ def _llama_cpp_base() -> type:
     return LlamaCPP
 
 
-class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
-    """``LlamaCPP`` whose async stream runs generation in a worker thread.
+# The second context's size: enough for the short utility prompts (intent, translation).
+SIDE_CONTEXT_TOKENS = 1024
 
-    The base class's async stream iterates llama.cpp's generator on the event
-    loop, freezing it for the whole generation (no stall detection, no UI
-    updates). Here tokens cross from a thread through a queue, one
-    generation at a time (a llama.cpp context is not thread-safe), and a
-    consumer that stops reading stops the generation.
+
+class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
+    """``LlamaCPP`` run the way the engine needs it (an ``InProcessModel``).
+
+    - The async stream runs generation in a worker thread: the base class
+      iterates llama.cpp's generator on the event loop, freezing it for the
+      whole generation (no stall detection, no UI updates). Tokens cross from
+      the thread through a queue, one generation at a time (a llama.cpp
+      context is not thread-safe), and a consumer that stops reading stops
+      the generation.
+    - Per call: ``grammar`` (GBNF text) constrains the output, ``max_tokens``
+      bounds it, ``usage_sink`` (a list) receives a ``GenerationUsage``.
+    - The prompt is measured with the model's own tokenizer before anything
+      runs: a prompt that does not fit raises ``ContextOverflowError``, never
+      llama.cpp's ValueError (which reads like an outage).
+    - ``side_complete`` runs short utility prompts in a second, small context
+      over the same (memory-mapped) weights, so they never evict the main
+      context's KV cache: the conversation's stable prefix stays computed.
     """
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _side: Any = PrivateAttr(default=None)
 
+    # --- InProcessModel ------------------------------------------------------------------
+    @property
+    def _llama(self) -> Any:
+        """The llama-cpp-python ``Llama`` of the main context."""
+        return self._model
+
+    @property
+    def generation_lock(self) -> threading.Lock:
+        return self._lock
+
+    @property
+    def context_tokens(self) -> int:
+        return int(self._llama.n_ctx())
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokens(text))
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return self.count_tokens(self.messages_to_prompt(messages))
+
+    def _tokens(self, prompt: str, model: Any = None) -> list[int]:
+        # As llama-cpp-python's create_completion tokenizes a text prompt.
+        return list((model or self._llama).tokenize(prompt.encode("utf-8"), special=True))
+
+    # --- main context ------------------------------------------------------------------
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
+        grammar: str | None = kwargs.pop("grammar", None)
+        max_tokens: int | None = kwargs.pop("max_tokens", None)
+        usage_sink: list[GenerationUsage] | None = kwargs.pop("usage_sink", None)
+        prompt = self.messages_to_prompt(messages)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ChatResponse | BaseException | None] = asyncio.Queue()
         stop = threading.Event()
@@ -236,10 +279,17 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
                 with self._lock:
                     if stop.is_set():  # abandoned while waiting for the previous generation
                         return
-                    for response in self.stream_chat(messages, **kwargs):
-                        if stop.is_set():
-                            break
-                        put(response)
+                    parts = self._generate(prompt, grammar, max_tokens, usage_sink, stop)
+                    text = ""
+                    for delta, raw in parts:
+                        text += delta
+                        put(
+                            ChatResponse(
+                                message=ChatMessage(role=MessageRole.ASSISTANT, content=text),
+                                delta=delta,
+                                raw=raw,
+                            )
+                        )
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 put(exc)
             finally:
@@ -262,9 +312,136 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
 
         return gen()
 
+    def _generate(
+        self,
+        prompt: str,
+        grammar: str | None,
+        max_tokens: int | None,
+        usage_sink: list[GenerationUsage] | None,
+        stop: threading.Event,
+    ) -> Iterator[tuple[str, Any]]:
+        """Deltas of one generation in the main context; the caller holds the lock."""
+        model = self._llama
+        tokens = self._tokens(prompt)
+        window = self.context_tokens
+        if len(tokens) >= window:
+            raise ContextOverflowError(len(tokens), window)
+        wanted = max_tokens or self.max_new_tokens
+        cached = _cached_prefix(model, tokens)
+        started = time.perf_counter()
+        options = {**self.generate_kwargs, "stream": True}
+        options["max_tokens"] = max(1, min(wanted, window - len(tokens)))
+        if grammar:
+            options["grammar"] = _compiled_grammar(grammar)
+        text = ""
+        try:
+            for part in model.create_completion(tokens, **options):
+                delta = part["choices"][0]["text"]
+                text += delta
+                yield delta, part
+                if stop.is_set():
+                    break
+        except (RuntimeError, MemoryError, OSError) as exc:
+            raise LocalModelError(f"llama.cpp failed while generating: {exc}") from None
+        finally:
+            if usage_sink is not None:
+                usage_sink.append(
+                    GenerationUsage(
+                        prompt_tokens=len(tokens),
+                        cached_tokens=cached,
+                        completion_tokens=len(self._tokens(text)) if text else 0,
+                        seconds=time.perf_counter() - started,
+                    )
+                )
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        with self._lock:  # the chat engine's condense step calls this
+            return super().complete(prompt, formatted=formatted, **kwargs)
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        """Compute the KV cache of a prompt now (server start), so the first question
+        only reads what follows it. Returns the prompt's token count."""
+        prompt = self.messages_to_prompt(messages)
+        # The open assistant turn is not part of what later prompts share.
+        tokens = self._tokens(prompt.removesuffix(chatml.IM_START + "assistant\n"))
+        with self._lock:
+            if len(tokens) < self.context_tokens:
+                for _ in self._llama.create_completion(tokens, max_tokens=1, stream=True):
+                    pass
+        return len(tokens)
+
+    # --- side context ------------------------------------------------------------------
+    def side_complete(
+        self,
+        prompt: str | Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        grammar: str | None = None,
+        stop: Sequence[str] = (),
+        wait_s: float = 60.0,
+    ) -> str:
+        text = (
+            self.completion_to_prompt(prompt)
+            if isinstance(prompt, str)
+            else self.messages_to_prompt(prompt)
+        )
+        # A side prompt is worth a short wait, not a queue behind a long answer.
+        if not self._lock.acquire(timeout=wait_s):
+            raise TimeoutError(f"the model stayed busy for {wait_s:g} s")
+        try:
+            side = self._side_model()
+            tokens = self._tokens(text, side)
+            if len(tokens) + max_tokens > SIDE_CONTEXT_TOKENS:
+                raise ContextOverflowError(len(tokens), SIDE_CONTEXT_TOKENS, max_tokens)
+            options: dict[str, Any] = {
+                "max_tokens": max_tokens,
+                "temperature": 0.0,
+                "stop": [*LOCAL_STOP, *stop],
+            }
+            if grammar:
+                options["grammar"] = _compiled_grammar(grammar)
+            try:
+                result = side.create_completion(tokens, **options)
+            except (RuntimeError, MemoryError, OSError) as exc:
+                raise LocalModelError(f"llama.cpp failed while generating: {exc}") from None
+        finally:
+            self._lock.release()
+        return str(result["choices"][0]["text"])
+
+    def _side_model(self) -> Any:
+        if self._side is None:
+            from llama_cpp import Llama
+
+            main = self._llama
+            self._side = Llama(
+                model_path=self.model_path,
+                n_ctx=SIDE_CONTEXT_TOKENS,
+                n_threads=main.n_threads,
+                n_threads_batch=main.n_threads_batch,
+                n_gpu_layers=self.model_kwargs.get("n_gpu_layers", 0),
+                verbose=False,
+            )
+        return self._side
+
     def unload(self) -> None:
-        """Free the llama.cpp model's memory."""
-        model = getattr(self, "_model", None)
-        if model is not None and hasattr(model, "close"):
-            model.close()
-        self._model = None
+        """Free the llama.cpp models' memory."""
+        for model in (getattr(self, "_model", None), self._side):
+            if model is not None and hasattr(model, "close"):
+                model.close()
+        setattr(self, "_model", None)  # noqa: B010 - typed by the base class, which mypy cannot see
+        self._side = None
+
+
+def _cached_prefix(model: Any, tokens: list[int]) -> int:
+    """Tokens of ``tokens`` already in the KV cache (llama-cpp-python reuses them)."""
+    try:
+        return int(model.longest_token_prefix(model._input_ids.tolist(), tokens))
+    except (AttributeError, TypeError):  # another llama-cpp-python version
+        return 0
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_grammar(text: str) -> Any:
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string(text, verbose=False)

@@ -30,6 +30,7 @@ from llama_index.core.tools import FunctionTool
 
 from engine.errors import RetryException
 from engine.markers import is_fence, match_marker
+from engine.models.inprocess import InProcessModel
 from engine.observations import MAX_OBSERVATION_CHARS
 from engine.tools.registry import tool_from_function
 from engine.types import Source
@@ -50,8 +51,6 @@ SNIPPET_CHARS = 240
 # Below the observation limit, so the last "[End of source n]" is never truncated away.
 DEFAULT_MAX_CHARS = MAX_OBSERVATION_CHARS - 500
 DEFAULT_TRANSLATION_TIMEOUT_S = 15.0
-
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
 # Lines that imitate the delimiters of the observation itself.
 _DELIMITER_RE = re.compile(r"^\s*\[\s*(?:source\s+\d+|end of source\b)", re.IGNORECASE)
@@ -263,13 +262,15 @@ def _bounded_completion(
     def work() -> None:
         try:
             model = llm if isinstance(llm, LLM) else llm()
-            # The local llama.cpp model serves one generation at a time (LocalLlamaCPP
-            # takes this lock around its own generations); other models have no lock.
-            lock = getattr(model, "_lock", None)
-            if not isinstance(lock, _LOCK_TYPES):
-                lock = None
-            acquired = lock is None or lock.acquire(timeout=timeout_s)
-            if not acquired:
+            if isinstance(model, InProcessModel) and one_line:
+                # The side context: the main one keeps the conversation's KV cache.
+                box.append(
+                    model.side_complete(prompt, max_tokens=48, stop=["\n"], wait_s=timeout_s)
+                )
+                return
+            # An in-process model serves one generation at a time.
+            lock = model.generation_lock if isinstance(model, InProcessModel) else None
+            if lock is not None and not lock.acquire(timeout=timeout_s):
                 return
             try:
                 text = ""
