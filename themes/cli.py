@@ -360,7 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse(argv)
+    """Run one command; return its exit code (usage errors and --help included)."""
+    try:
+        args = _parse(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         return int(args.func(args))
     except ThemeBusy as exc:

@@ -329,6 +329,8 @@ def _open_regular(path: Path, name: str) -> tuple[int, os.stat_result]:
         raise RejectedFile(name, "file not found, not ingested") from None
     except OSError:
         raise RejectedFile(name, "file not readable (or a link), not ingested") from None
+    except ValueError:  # a NUL byte in the path: no such file can exist
+        raise RejectedFile(name, "file name holds a NUL byte, not ingested") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -804,7 +806,8 @@ def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) 
         safe = safe_file_name(file_name)
     except RejectedFile:
         safe = ""
-    if safe != file_name or _is_hidden(file_name):
+    # An empty name would designate documents/ itself (issue 11: the table of hostile names).
+    if not file_name or safe != file_name or _is_hidden(file_name):
         report.files.append(
             FileResult(
                 file_name,
