@@ -30,7 +30,7 @@ from manager.uploads import stage_uploads
 from tests.themes_hardening import FastEmbedding, fast_embedding, run_cli
 from themes.cli import EXIT_FAILED
 from themes.ingest import IngestProgress, ingest_files
-from themes.ingest_estimate import estimate_seconds
+from themes.ingest_estimate import estimate_seconds, minutes
 from themes.text_stream import SECTION_CHARS, inspect_text, iter_sections
 from themes.theme import ThemeRepository
 
@@ -172,14 +172,16 @@ def test_the_budget_is_for_the_whole_batch(tmp_path: Path, _isolated_data_dir: P
     first, second = tmp_path / "a.txt", tmp_path / "b.txt"
     write_text(first, 0.4)
     write_text(second, 0.4)
-    each = estimate_seconds(os.path.getsize(first), 240, 32)
-    assert 40 < each < 60
+    each = estimate_seconds(len(first.read_text(encoding="utf-8")), 240, 32)
     theme = ThemeRepository(_isolated_data_dir).create("t")
-    report = ingest_files(theme, [first, second], spy(), max_minutes=1.5)
+    # Room for one file and a half: the second does not fit after the first.
+    report = ingest_files(theme, [first, second], spy(), max_minutes=1.5 * each / 60)
     assert report.result("a.txt").status == "ingested"  # type: ignore[union-attr]
     refused = report.result("b.txt")
     assert refused is not None and refused.status == "rejected"
-    assert "the files before it in this batch already take ≈ 1 min" in (refused.reason or "")
+    assert f"the files before it in this batch already take ≈ {minutes(each)} min" in (
+        refused.reason or ""
+    )
 
 
 def test_the_cli_uses_the_ingest_max_minutes_setting(
