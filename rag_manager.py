@@ -30,9 +30,12 @@ from manager.documents import chunk_by_id, chunk_page, document_rows, human_size
 from manager.i18n import texts
 from manager.operations import (
     BatchOutcome,
+    clear_theme_index,
     delete_document,
+    index_damage,
     ingest_batch,
     reindex_batch,
+    repair_batch,
     split_list,
     sync_batch,
     theme_summaries,
@@ -48,7 +51,7 @@ from manager.regression import (
     set_k,
 )
 from manager.uploads import parse_url_lines, progress_fraction, stage_uploads, stage_urls
-from themes.ingest import IngestProgress, clear_index, health, repair
+from themes.ingest import IngestProgress, health
 from themes.readers import SUPPORTED_EXTENSIONS
 from themes.retrieval import HybridRetriever
 from themes.theme import Theme, ThemeRepository
@@ -596,9 +599,32 @@ def _show_retrieval(t: Tr, result: Any) -> None:
 
 
 def _health_tab(t: Tr, lang: str, theme: Theme) -> None:
-    report = _act(t, lang, lambda: health(theme))
-    if report is None:
-        return
+    damage = index_damage(theme)
+    report = None
+    if damage is not None:
+        # Issue 11, finding 1: the page promised « Réparer » / « Vider l'index » for a damaged
+        # index, and the tab stopped at the error instead of offering them.
+        st.error(user_message(damage, lang))
+    else:
+        report = _act(t, lang, lambda: health(theme))
+        if report is None:
+            return
+        _health_summary(t, report)
+    c1, c2 = st.columns(2)
+    if c1.button(t("sync"), key="health_sync", help=t("sync_help"), disabled=damage is not None):
+        _run_batch(t, lang, theme, lambda e, p: sync_batch(theme, e, progress=p))
+    needs_repair = damage is not None or (report is not None and report.orphan_count > 0)
+    if c2.button(t("repair"), key="repair", disabled=not needs_repair):
+        _run_batch(t, lang, theme, lambda e, p: repair_batch(theme, e, progress=p))
+    confirm = st.checkbox(t("confirm_clear"), key=f"confirm_clear_{theme.name}")
+    if st.button(t("clear_index"), disabled=not confirm, key="clear_index"):
+        version = _act(t, lang, lambda: clear_theme_index(theme))
+        if version is not None:
+            _flash("success", t("cleared", version=version))
+            st.rerun()
+
+
+def _health_summary(t: Tr, report: Any) -> None:
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(t("documents"), len(report.files))
     c2.metric(t("chunks"), report.vector_chunks)
@@ -613,21 +639,6 @@ def _health_tab(t: Tr, lang: str, theme: Theme) -> None:
     if report.orphan_chunks:
         shown = ", ".join(f"{n or '?'} ({c})" for n, c in report.orphan_chunks.items())
         st.warning(t("orphan_docs", files=shown))
-    c1, c2 = st.columns(2)
-    if c1.button(t("sync"), key="health_sync", help=t("sync_help")):
-        _run_batch(t, lang, theme, lambda e, p: sync_batch(theme, e, progress=p))
-    if c2.button(t("repair"), key="repair", disabled=report.orphan_count == 0):
-        embed = _embed_model(t)
-        repaired = _act(t, lang, lambda: repair(theme, embed, progress=_progress(t)))
-        if repaired is not None:
-            st.session_state["batch"] = (theme.name, BatchOutcome(repaired, list(repaired.files)))
-            st.rerun()
-    confirm = st.checkbox(t("confirm_clear"), key=f"confirm_clear_{theme.name}")
-    if st.button(t("clear_index"), disabled=not confirm, key="clear_index"):
-        version = _act(t, lang, lambda: clear_index(theme))
-        if version is not None:
-            _flash("success", t("cleared", version=version))
-            st.rerun()
 
 
 # ------------------------------------------------------------------------------ regression

@@ -105,6 +105,12 @@ class AppConfig(BaseSettings):
         30, ge=1, description="RAG Manager session length without activity (minutes)"
     )
     max_upload_mb: int = Field(50, ge=1, description="Largest document the RAG Manager accepts")
+    ingest_max_minutes: float = Field(
+        30.0,
+        ge=0,
+        description="Longest estimated indexing time of one ingest (minutes; 0 = no limit): "
+        "larger files are refused up front with the estimate",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -8,6 +8,7 @@ error into a sentence for the admin.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +26,16 @@ from manager.regression import (
     record_run,
     run_questions,
 )
-from themes.index_storage import IndexCorrupted, ThemeBusy
+from themes.index_storage import IndexCorrupted, IndexWriteFailed, ThemeBusy, ThemeFolderGone
 from themes.ingest import (
     FileResult,
     IngestProgress,
     IngestReport,
+    clear_index,
     ingest_files,
     reindex,
     remove_document,
+    repair,
     sync_theme,
 )
 from themes.names import InvalidThemeName
@@ -47,24 +50,32 @@ Progress = Callable[[IngestProgress], None]
 
 @dataclass(frozen=True)
 class ThemeSummary:
+    """A theme in the sidebar; ``damaged`` says what cannot be read (index or settings)."""
+
     name: str
     title: str
     language: str
     documents: int
     chunks: int
     version: str | None
+    damaged: str | None = None
 
 
 def theme_summaries(repo: ThemeRepository) -> list[ThemeSummary]:
     """Every theme with its counts (a theme whose index cannot be read shows 0 chunks)."""
     out = []
     for name in repo.names():
-        theme = repo.get(name)
+        try:
+            theme = repo.get(name)
+        except (ValueError, OSError) as exc:  # unreadable theme.json: shown, not fatal
+            out.append(ThemeSummary(name, name, "fr", 0, 0, None, damaged=f"theme.json: {exc}"))
+            continue
+        damaged = None
         try:
             version = theme.load_data()
             chunks, version_name = version.vectors.count(), version.name
-        except IndexCorrupted:
-            chunks, version_name = 0, None
+        except IndexCorrupted as exc:
+            chunks, version_name, damaged = 0, None, exc.detail
         out.append(
             ThemeSummary(
                 name=name,
@@ -73,6 +84,7 @@ def theme_summaries(repo: ThemeRepository) -> list[ThemeSummary]:
                 documents=len(theme.document_files()),
                 chunks=chunks,
                 version=version_name,
+                damaged=damaged,
             )
         )
     return out
@@ -132,7 +144,7 @@ class BatchOutcome:
 
 def _regression_before(theme: Theme, embed_model: BaseEmbedding) -> RegressionRun | None:
     questions = load_regression(theme)
-    if not questions.questions:
+    if not questions.questions or index_damage(theme) is not None:
         return None
     return run_questions(
         theme.load_data(),
@@ -214,6 +226,35 @@ def reindex_batch(
     return _finish(theme, embed_model, report, before)
 
 
+def repair_batch(
+    theme: Theme,
+    embed_model: BaseEmbedding,
+    *,
+    progress: Progress | None = None,
+    lock_timeout: float = 2.0,
+) -> BatchOutcome:
+    """The Santé tab's « Réparer »: fix orphans, or rebuild a damaged index from the
+    theme's documents (kept); ``outcome.report.rebuilt`` says which."""
+    before = _regression_before(theme, embed_model)
+    report = repair(theme, embed_model, progress=progress, lock_timeout=lock_timeout)
+    return _finish(theme, embed_model, report, before)
+
+
+def clear_theme_index(theme: Theme, *, lock_timeout: float = 2.0) -> str | None:
+    """The Santé tab's « Vider l'index »: publish an empty index (documents kept), even
+    when the current one is damaged; returns the new version's name."""
+    return clear_index(theme, lock_timeout=lock_timeout)
+
+
+def index_damage(theme: Theme) -> IndexCorrupted | None:
+    """What is wrong with the theme's published index, or ``None`` when it loads."""
+    try:
+        theme.storage.check_current()
+    except IndexCorrupted as exc:
+        return exc
+    return None
+
+
 def delete_document(theme: Theme, name: str, *, lock_timeout: float = 2.0) -> FileResult:
     """Remove one stored document (file, chunks, docstore entry)."""
     report = remove_document(theme, name, lock_timeout=lock_timeout)
@@ -233,7 +274,7 @@ def user_message(exc: BaseException, language: str = "fr") -> str | None:
     fr = language == "fr"
     if isinstance(exc, ThemeBusy):
         return (BUSY_FR if fr else BUSY_EN).capitalize() + "."
-    if isinstance(exc, ThemeNotFound):
+    if isinstance(exc, (ThemeNotFound, ThemeFolderGone)):
         return (
             "Ce thème n'existe plus (supprimé par un autre administrateur ?) : choisissez-en "
             "un autre."
@@ -252,10 +293,38 @@ def user_message(exc: BaseException, language: str = "fr") -> str | None:
         return str(exc)
     if isinstance(exc, IndexCorrupted):
         return (
-            "L'index de ce thème est illisible : utilisez « Réparer » ou « Vider l'index » "
-            "puis « Synchroniser » dans l'onglet Santé."
+            f"L'index de ce thème est endommagé ({exc.detail}) : utilisez « Réparer » (il est "
+            "reconstruit à partir des documents, qui sont conservés) ou « Vider l'index » puis "
+            "« Synchroniser » dans l'onglet Santé."
             if fr
-            else "This theme's index is unreadable: use Repair, or Clear index then "
-            "Synchronise, in the Health tab."
+            else f"This theme's index is damaged ({exc.detail}): use Repair (it is rebuilt from "
+            "the documents, which are kept), or Clear the index then Synchronise, in the "
+            "Health tab."
         )
+    if isinstance(exc, IndexWriteFailed):
+        return _write_failed_message(exc, fr)
     return None
+
+
+def _write_failed_message(exc: IndexWriteFailed, fr: bool) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            "Disque plein : rien n'a été modifié, l'index précédent reste en service. Libérez "
+            "de la place puis réessayez."
+            if fr
+            else "Disk full: nothing was changed, the previous index is still served. Free some "
+            "space and try again."
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            "Le dossier du thème est en lecture seule : rien n'a été modifié, l'index précédent "
+            "reste en service. Rendez-le accessible en écriture puis réessayez."
+            if fr
+            else "The theme's folder is read-only: nothing was changed, the previous index is "
+            "still served. Make it writable and try again."
+        )
+    return (
+        f"Écriture impossible ({exc}) : rien n'a été modifié."
+        if fr
+        else f"Could not write ({exc}): nothing was changed."
+    )

@@ -2,9 +2,13 @@
 
 Streamlit already refuses files above ``server.maxUploadSize``; the size is checked again
 here (the configured ``max_upload_mb`` may be lower, and the config file may be changed).
-Names are made safe (``safe_file_name``), the extension must be a supported one, and a
-second file of the batch with the same safe name is refused. Every refusal is a
-``FileResult`` with a reason, merged later with ``ingest_files``' own results.
+A plain-text or Markdown upload whose estimated indexing time exceeds ``INGEST_MAX_MINUTES``
+is refused before it is even written (its size is its text length); other formats are
+estimated by ``ingest_files`` once read. Names are made safe (``safe_file_name``: no folder
+part, no control or bidi characters, no Windows device name), the extension must be a
+supported one, and a second file of the batch with the same safe name is refused. Every
+refusal is a ``FileResult`` with a reason, merged later with ``ingest_files``' own results.
+Nothing is ever written outside ``folder``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ from pathlib import Path
 from typing import Protocol
 
 from themes.ingest import FileResult, IngestProgress
+from themes.ingest_estimate import (
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_MAX_MINUTES,
+    DEFAULT_OVERLAP,
+    estimate_seconds,
+    too_long_reason,
+)
 from themes.readers import (
     SUPPORTED_EXTENSIONS,
     RejectedFile,
@@ -46,10 +57,36 @@ def _refuse(batch: StagedBatch, name: str, reason: str) -> None:
     batch.rejected.append(FileResult(name, "rejected", reason=reason))
 
 
-def stage_uploads(files: Iterable[UploadedFile], folder: Path, *, max_bytes: int) -> StagedBatch:
-    """Write each acceptable upload to ``folder`` under its safe name."""
+_STREAMED_TEXT = (".txt", ".md", ".markdown")
+
+
+def _max_minutes(max_minutes: float | None) -> float:
+    if max_minutes is not None:
+        return max_minutes
+    try:
+        from engine.settings import get_config
+
+        return float(get_config().ingest_max_minutes)
+    except Exception:  # noqa: BLE001 - an unreadable configuration: the default limit
+        return DEFAULT_MAX_MINUTES
+
+
+def stage_uploads(
+    files: Iterable[UploadedFile],
+    folder: Path,
+    *,
+    max_bytes: int,
+    max_minutes: float | None = None,
+) -> StagedBatch:
+    """Write each acceptable upload to ``folder`` under its safe name.
+
+    ``max_minutes``: longest estimated indexing time accepted for the text uploads of the
+    batch together (``None``: ``INGEST_MAX_MINUTES``; 0: no limit).
+    """
     batch = StagedBatch()
     seen: set[str] = set()
+    limit_s = _max_minutes(max_minutes) * 60
+    admitted_s = 0.0
     folder.mkdir(parents=True, exist_ok=True)
     for upload in files:
         try:
@@ -76,6 +113,12 @@ def stage_uploads(files: Iterable[UploadedFile], folder: Path, *, max_bytes: int
         if name in seen:
             _refuse(batch, name, "another file of this batch has the same name, not ingested")
             continue
+        if Path(name).suffix.lower() in _STREAMED_TEXT:
+            needed = estimate_seconds(upload.size, DEFAULT_CHUNK_TOKENS, DEFAULT_OVERLAP)
+            if limit_s and admitted_s + needed > limit_s:
+                _refuse(batch, name, too_long_reason(needed, limit_s, admitted_s))
+                continue
+            admitted_s += needed
         seen.add(name)
         target = folder / name
         target.write_bytes(upload.getvalue())
@@ -119,11 +162,15 @@ _EMBED_SHARE = 0.6
 
 
 def progress_fraction(event: IngestProgress) -> float:
-    """0..1 for a progress bar; never decreases within one call of ``ingest_files``."""
+    """0..1 for a progress bar; never decreases within one call of ``ingest_files``.
+
+    After reading, the bar follows the share of the text embedded (``text_done``), which
+    only grows, rather than chunks over an estimated total, which may be revised.
+    """
     files = event.files_done / event.files_total if event.files_total else 1.0
     if event.stage == "reading":
         return round(_READ_SHARE * files, 4)
     if event.stage == "writing":
         return 1.0
-    chunks = event.chunks_done / event.chunks_total if event.chunks_total else 0.0
-    return round(_READ_SHARE + _EMBED_SHARE * min(1.0, chunks), 4)
+    text = event.text_done / event.text_total if event.text_total else 0.0
+    return round(_READ_SHARE + _EMBED_SHARE * min(1.0, text), 4)

@@ -9,7 +9,8 @@ Layout under ``<theme_dir>/``::
         vectors/             NumpyVectorStore files
         keywords/            KeywordIndex files
         docstore.json        llama-index SimpleDocumentStore (ingestion's content hashes)
-        VERSION.json         what this version is (based on, counts, creation time)
+        VERSION.json         what this version is (based on, counts, creation time) and
+                             the size and sha256 of every other file (themes.index_integrity)
 
 A version folder is never modified once its name has no ``.tmp`` suffix. A
 writer builds the next version in ``vNNNNNN.tmp/``, fsyncs every file and
@@ -18,6 +19,12 @@ write-temp/fsync/``os.replace``/fsync-dir sequence. ``CURRENT`` therefore only
 ever names a complete, durable version: a crash at any point leaves either the
 old or the new version published, and readers never need the lock.
 
+Damage after the fact (a truncated or altered file, a garbled ``CURRENT``) is reported as
+``IndexCorrupted`` by every reader and writer, naming the file; ``writer(rebuild=True)``
+starts from an empty index without reading the damaged one (``themes.ingest.repair`` and
+``clear_index`` use it). A write that the file system refuses (read-only, full) raises
+``IndexWriteFailed`` with the previous version still published.
+
     with IndexStorage(theme_dir).writer() as w:    # ThemeBusy if another writer holds it
         w.vectors.add(nodes)                       # keywords follow the vectors at commit
     version = IndexStorage(theme_dir).load_current()
@@ -25,6 +32,7 @@ old or the new version published, and readers never need the lock.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -41,6 +49,7 @@ from typing import Any
 import filelock
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
+from themes.index_integrity import FILES_KEY, DamagedFile, check_files, describe_files
 from themes.keyword_index import KeywordIndex
 from themes.vector_store import NumpyVectorStore
 
@@ -96,7 +105,46 @@ class ThemeBusy(RuntimeError):
 
 
 class IndexCorrupted(RuntimeError):
-    """``CURRENT`` is unreadable or names a version that cannot be loaded."""
+    """``CURRENT`` is unreadable or names a version that cannot be loaded.
+
+    ``str()`` names the theme folder and the damaged file; ``theme_dir`` is the folder.
+    """
+
+    def __init__(self, theme_dir: Path, detail: str) -> None:
+        super().__init__(f"the index of theme {theme_dir.name!r} is damaged: {detail}")
+        self.theme_dir = theme_dir
+        self.detail = detail
+
+
+class IndexWriteFailed(OSError):
+    """The file system refused a write (read-only, full, ...); nothing new was published.
+
+    ``errno`` is the refused operation's error number (``errno.ENOSPC``, ``errno.EROFS``...);
+    ``str()`` is one sentence saying what happened, what is still served, and what to do.
+    """
+
+    def __init__(self, theme_dir: Path, error: OSError, published: str | None) -> None:
+        where = error.filename or theme_dir
+        code = error.errno
+        if code == errno.ENOSPC or code == errno.EDQUOT:
+            cause = f"no space left on the disk holding {where}"
+            fix = "free some space and try again"
+        elif code in (errno.EACCES, errno.EPERM, errno.EROFS):
+            cause = f"{where} is read-only ({error.strerror})"
+            fix = "make the theme folder writable (owner, permissions, mount) and try again"
+        else:
+            cause = f"could not write {where} ({error.strerror or error})"
+            fix = "check the disk and try again"
+        kept = f"still version {published}" if published else "still empty"
+        super().__init__(
+            f"theme {theme_dir.name!r} not changed: {cause}; the index is {kept}; {fix}"
+        )
+        self.theme_dir = theme_dir
+        self.errno = code
+
+
+class ThemeFolderGone(FileNotFoundError):
+    """The theme folder disappeared (deleted) while a writer waited for its lock."""
 
 
 class IndexInconsistent(RuntimeError):
@@ -171,11 +219,18 @@ class IndexStorage:
     """The index of the theme whose (existing, validated) folder is ``theme_dir``."""
 
     def __init__(
-        self, theme_dir: str | os.PathLike[str], *, lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+        self,
+        theme_dir: str | os.PathLike[str],
+        *,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        required_file: str | None = None,
     ) -> None:
+        """``required_file``: a file of the theme folder that must still exist once the lock
+        is held (the theme's settings), or the writer raises ``ThemeFolderGone``."""
         self.theme_dir = Path(theme_dir)
         self.index_dir = self.theme_dir / INDEX_DIR
         self.lock_timeout = lock_timeout
+        self.required_file = required_file
 
     # ------------------------------------------------------------------ readers
 
@@ -186,11 +241,14 @@ class IndexStorage:
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as exc:
-            raise IndexCorrupted(f"{self.index_dir / CURRENT_FILE} is unreadable: {exc}") from exc
+            raise IndexCorrupted(
+                self.theme_dir, f"{INDEX_DIR}/{CURRENT_FILE} is unreadable ({exc})"
+            ) from exc
         name = raw.strip()
         if _VERSION_RE.fullmatch(name) is None:
             raise IndexCorrupted(
-                f"{self.index_dir / CURRENT_FILE} holds {raw[:40]!r}, not a version name"
+                self.theme_dir,
+                f"{INDEX_DIR}/{CURRENT_FILE} holds {raw[:40]!r}, not a version name",
             )
         return name
 
@@ -214,13 +272,13 @@ class IndexStorage:
                 return _empty_version(frozen=True)
             try:
                 return self._load_version(name, frozen=True)
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure to parse is damage
                 # Most likely collected by a writer that published twice meanwhile.
                 if self.current_version_name() == name:
-                    raise IndexCorrupted(
-                        f"{self.index_dir / name} is published but unreadable: {exc}"
-                    ) from exc
-        raise IndexCorrupted(f"{self.index_dir} changed {_READ_ATTEMPTS} times during one load")
+                    raise self._damaged(name, exc) from exc
+        raise IndexCorrupted(
+            self.theme_dir, f"{INDEX_DIR} changed {_READ_ATTEMPTS} times during one load"
+        )
 
     def load_version(self, name: str) -> IndexVersion:
         """Load one complete version by name, e.g. the previous one from ``list_versions()``."""
@@ -234,9 +292,34 @@ class IndexStorage:
             return previous
         return self.load_current()
 
+    def check_current(self) -> None:
+        """Raise ``IndexCorrupted`` if the published version cannot be loaded (no lock)."""
+        self.load_current()
+
+    def _damaged(self, name: str, exc: BaseException) -> IndexCorrupted:
+        if isinstance(exc, DamagedFile):
+            detail = str(exc)
+        elif isinstance(exc, FileNotFoundError) and exc.filename:
+            missing = Path(exc.filename)
+            shown = (
+                missing.relative_to(self.index_dir)
+                if missing.is_relative_to(self.index_dir)
+                else missing
+            )
+            detail = f"{shown.as_posix()} is missing"
+        else:
+            detail = f"{name}: {type(exc).__name__}: {exc}"
+        return IndexCorrupted(self.theme_dir, detail[:300])
+
     def _load_version(self, name: str, *, frozen: bool) -> IndexVersion:
         folder = self.index_dir / name
-        info = json.loads((folder / VERSION_FILE).read_text(encoding="utf-8"))
+        try:
+            info = json.loads((folder / VERSION_FILE).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DamagedFile(f"{name}/{VERSION_FILE} is not readable ({exc})") from exc
+        if not isinstance(info, dict):
+            raise DamagedFile(f"{name}/{VERSION_FILE} is not a JSON object")
+        check_files(folder, info)
         vectors = NumpyVectorStore.load(folder / VECTORS_DIR, mmap=True)
         keywords = KeywordIndex.load(folder / KEYWORDS_DIR)
         docstore = SimpleDocumentStore.from_persist_path(str(folder / DOCSTORE_FILE))
@@ -248,8 +331,45 @@ class IndexStorage:
     # ------------------------------------------------------------------ writers
 
     @contextmanager
+    def exclusive(self, *, lock_timeout: float | None = None) -> Iterator[None]:
+        """Hold the theme's write lock (``ThemeBusy`` after ``lock_timeout`` s), nothing else.
+
+        For operations on the whole theme folder (deleting it) that must not run under a
+        writer's feet.
+        """
+        timeout = self.lock_timeout if lock_timeout is None else lock_timeout
+        if not self.theme_dir.is_dir():
+            # Not created here: a typo, or a theme deleted meanwhile, must not
+            # quietly (re)appear as an index-only folder.
+            raise ThemeFolderGone(f"theme folder {self.theme_dir} does not exist")
+        lock = filelock.FileLock(str(self.theme_dir / LOCK_FILE), timeout=timeout)
+        try:
+            lock.acquire()
+        except filelock.Timeout as exc:
+            raise ThemeBusy(self.theme_dir, timeout) from exc
+        except OSError as exc:
+            if not self.theme_dir.is_dir():
+                raise self._gone() from exc
+            raise IndexWriteFailed(self.theme_dir, exc, self.published_or_none()) from exc
+        try:
+            if (
+                self.required_file is not None
+                and not (self.theme_dir / self.required_file).exists()
+            ):
+                # Deleted while we waited: filelock re-created the folder to hold its lock file.
+                self._remove_ghost()
+                raise self._gone()
+            yield
+        finally:
+            lock.release()
+
+    @contextmanager
     def writer(
-        self, *, lock_timeout: float | None = None, sync_keywords: bool = True
+        self,
+        *,
+        lock_timeout: float | None = None,
+        sync_keywords: bool = True,
+        rebuild: bool = False,
     ) -> Iterator[IndexWriter]:
         """Mutate a copy of the current version; publish it as a new version on clean exit.
 
@@ -257,42 +377,72 @@ class IndexStorage:
         theme for longer than ``lock_timeout`` seconds. If the block raises or
         calls ``discard()``, nothing is published. With ``sync_keywords=False``
         the keyword index is not derived from the vectors, but a commit whose
-        keyword and vector node ids differ raises ``IndexInconsistent``.
+        keyword and vector node ids differ raises ``IndexInconsistent``. With
+        ``rebuild=True`` the writer starts from an empty index and never reads the
+        published one (which may be damaged). ``IndexWriteFailed`` when the file
+        system refuses a write; the published version is then unchanged.
         """
-        timeout = self.lock_timeout if lock_timeout is None else lock_timeout
-        if not self.theme_dir.is_dir():
-            # Not created here: a typo, or a theme deleted meanwhile, must not
-            # quietly (re)appear as an index-only folder.
-            raise FileNotFoundError(f"theme folder {self.theme_dir} does not exist")
-        lock = filelock.FileLock(str(self.theme_dir / LOCK_FILE), timeout=timeout)
-        try:
-            lock.acquire()
-        except filelock.Timeout as exc:
-            raise ThemeBusy(self.theme_dir, timeout) from exc
-        try:
-            self.index_dir.mkdir(exist_ok=True)
-            self._remove_leftovers()
-            base = self.current_version_name()
-            if base is None:
-                current = _empty_version(frozen=False)
-            else:
-                try:
-                    current = self._load_version(base, frozen=False)
-                except (OSError, ValueError) as exc:
-                    raise IndexCorrupted(
-                        f"{self.index_dir / base} is published but unreadable: {exc}"
-                    ) from exc
+        with self.exclusive(lock_timeout=lock_timeout):
+            try:
+                self.index_dir.mkdir(exist_ok=True)
+                self._remove_leftovers()
+            except OSError as exc:
+                raise IndexWriteFailed(self.theme_dir, exc, self.published_or_none()) from exc
+            base, current = self._writer_base(rebuild)
             w = IndexWriter(base, current.vectors, current.keywords, current.docstore)
             try:
                 yield w
                 if not w.discarded:
-                    w.committed_version = self._commit(w, sync_keywords=sync_keywords)
+                    try:
+                        w.committed_version = self._commit(w, sync_keywords=sync_keywords)
+                    except OSError as exc:
+                        raise IndexWriteFailed(
+                            self.theme_dir, exc, self.published_or_none()
+                        ) from exc
             finally:
                 # Later edits would silently go nowhere: make them fail instead.
                 w.vectors.freeze()
                 w.keywords.freeze()
-        finally:
-            lock.release()
+
+    def _writer_base(self, rebuild: bool) -> tuple[str | None, IndexVersion]:
+        """The version a writer starts from: (its name, a writable copy)."""
+        if rebuild:
+            try:
+                base = self.current_version_name()
+            except IndexCorrupted:
+                base = None
+            # Kept by the next garbage collection (as "the version it replaced").
+            return base, _empty_version(frozen=False)
+        base = self.current_version_name()
+        if base is None:
+            return None, _empty_version(frozen=False)
+        try:
+            return base, self._load_version(base, frozen=False)
+        except Exception as exc:  # noqa: BLE001 - any failure to parse is damage
+            raise self._damaged(base, exc) from exc
+
+    def _gone(self) -> ThemeFolderGone:
+        return ThemeFolderGone(
+            f"theme {self.theme_dir.name!r} was deleted while this operation waited for it; "
+            "nothing was written"
+        )
+
+    def published_or_none(self) -> str | None:
+        """The published version's name; ``None`` when there is none or it is unreadable."""
+        try:
+            return self.current_version_name()
+        except IndexCorrupted:
+            return None
+
+    def _remove_ghost(self) -> None:
+        """Remove a theme folder that holds nothing but our lock file."""
+        try:
+            entries = {p.name for p in self.theme_dir.iterdir()}
+            if entries <= {LOCK_FILE}:
+                (self.theme_dir / LOCK_FILE).unlink(missing_ok=True)
+                self.theme_dir.rmdir()
+        except OSError:
+            pass
 
     def _remove_leftovers(self) -> None:
         """Delete what a crashed writer left: unfinished versions, trash, CURRENT.tmp."""
@@ -330,7 +480,7 @@ class IndexStorage:
             _crash_point("keywords_written")
             w.docstore.persist(str(tmp / DOCSTORE_FILE))
             _crash_point("docstore_written")
-            info = {
+            info: dict[str, Any] = {
                 "name": name,
                 "based_on": w.base_version,
                 "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -338,6 +488,7 @@ class IndexStorage:
                 "documents": len(w.vectors.ref_doc_ids()),
                 "dim": w.vectors.dim,
                 "embed_model": w.vectors.embed_model_name,
+                FILES_KEY: describe_files(tmp, skip=VERSION_FILE),
             }
             (tmp / VERSION_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
             _crash_point("version_file_written")

@@ -20,26 +20,19 @@ in the index (all files unchanged or rejected) publishes no version. After a
 crash between the move and the commit, ``documents/`` is ahead of the index and
 the next ``sync_theme`` re-embeds the difference.
 
-Why llama-index's ``IngestionPipeline`` is used *with* the docstore and the
-UPSERTS strategy (rather than for the transformations only): the pipeline's
-input is one :class:`FileDocument` per file, whose id is the stored file name
-and whose ``hash`` is the sha256 of the file's bytes. UPSERTS then does exactly
-what a versioned store needs: a document whose hash changed has its old chunks
-deleted from the writer's vector store (``vector_store.delete(ref_doc_id)``)
-before the new ones are added, and the new hash is written into the writer's
-docstore; both are the private copies of ``IndexStorage.writer()``, so nothing
-is visible until the commit publishes a whole new version. The transformations
-are: ``_ExpandFilePages`` (FileDocument -> the page Documents already read from
-that file, each with the FileDocument as SOURCE, which llama-index's node parser
-propagates, so every chunk's ``ref_doc_id`` is the file name and
-``delete_document`` removes all of its chunks), a ``SentenceSplitter`` counting
-tokens with the embedding model's own tokenizer, then the embedding model.
-Two things the pipeline cannot do are done here: decide *before parsing*
-whether a file changed (parsing a PDF costs a child process, so unchanged files
-are never given to the pipeline), and delete documents that disappeared
-(UPSERTS_AND_DELETE would need every file parsed). Chunks left without a
-docstore entry (which UPSERTS would not see) are deleted explicitly before a
-file is indexed, so a document never has two sets of chunks.
+Text files (.txt, .md) are not read whole: they are checked in one streaming pass,
+then chunked and embedded section by section (``themes.chunking``, ``themes.text_stream``),
+so memory stays bounded whatever their size, and progress events keep coming. Before
+anything is embedded, the indexing time is estimated (``themes.ingest_estimate``) and
+files beyond the call's budget (``INGEST_MAX_MINUTES``) are refused with the estimate.
+Two things are decided here, before chunking: whether a file changed (by the sha256 of its
+bytes against the docstore's hash; parsing a PDF costs a child process, so unchanged files
+are never parsed), and which documents disappeared from ``documents/``.
+
+Damage: a writer on a damaged index raises ``IndexCorrupted`` before touching anything;
+``repair`` then rebuilds the index from ``documents/`` and ``clear_index`` publishes an
+empty one, neither reading the damaged version. A refused write (read-only folder, full
+disk) raises ``IndexWriteFailed``: nothing is published, ``documents/`` is restored.
 
 Locking: every public writer here takes ``IndexStorage.writer()`` first and
 does everything inside it; a concurrent one raises :class:`IngestBusy` (a
@@ -51,7 +44,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import shutil
 import stat
 import time
@@ -60,42 +52,65 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
 
 from llama_index.core import Document
-from llama_index.core.bridge.pydantic import PrivateAttr
-from llama_index.core.callbacks import CallbackManager
-from llama_index.core.callbacks.base_handler import BaseCallbackHandler
-from llama_index.core.callbacks.schema import CBEventType, EventPayload
 from llama_index.core.embeddings import BaseEmbedding
-from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
-from llama_index.core.node_parser import SentenceSplitter
-from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, TransformComponent
 from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
-from themes.index_storage import IndexStorage, IndexWriter, ThemeBusy, fsync_path
+from themes.chunking import (
+    CHUNK_MARGIN_TOKENS,
+    EMBED_BATCH_SIZE,
+    FileDocument,
+    FileStatus,
+    IngestProgress,
+    PendingFile,
+    ProgressTracker,
+    Stage,
+    chunk_parameters,
+    embed_pending,
+    token_counter,
+)
+from themes.index_storage import (
+    IndexCorrupted,
+    IndexWriteFailed,
+    IndexWriter,
+    ThemeBusy,
+    ThemeFolderGone,
+    fsync_path,
+)
+from themes.ingest_estimate import DEFAULT_MAX_MINUTES, TimeBudget
 from themes.readers import SUPPORTED_EXTENSIONS, RejectedFile, read_document, safe_file_name
-from themes.theme import RetrievalSettings, Theme
+from themes.text_stream import STREAMED_FILE_TYPES, TextSource, inspect_text
+from themes.theme import Theme
+
+__all__ = [
+    "CHUNK_MARGIN_TOKENS",
+    "EMBED_BATCH_SIZE",
+    "FileDocument",
+    "FileResult",
+    "FileStatus",
+    "HealthReport",
+    "IngestBusy",
+    "IngestProgress",
+    "IngestReport",
+    "Stage",
+    "chunk_parameters",
+    "clear_index",
+    "health",
+    "ingest_files",
+    "reindex",
+    "remove_document",
+    "repair",
+    "sync_theme",
+    "token_counter",
+]
 
 logger = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 50 * 2**20
-# Tokens kept free below the model's limit: [CLS]/[SEP] plus slack for the splitter, which
-# sums the token counts of separately tokenised pieces (joining them can differ by a token).
-CHUNK_MARGIN_TOKENS = 16
-# When the embedding model does not say how many tokens it reads.
-DEFAULT_MODEL_MAX_TOKENS = 512
-# Chunks per embedding call: one progress event each. Large enough that the backend still
-# batches efficiently (SentenceTransformer sorts by length within a call), small enough
-# that the admin sees progress every few seconds on a CPU.
-EMBED_BATCH_SIZE = 128
-# Shown metadata (title) longer than this is cut: it is repeated in every chunk.
-MAX_TITLE_CHARS = 200
 STAGING_DIR = ".ingest-staging"
 _BACKUP_DIR = "replaced"
 
-Stage = Literal["reading", "chunking", "embedding", "writing"]
-FileStatus = Literal["ingested", "updated", "unchanged", "removed", "rejected"]
 _SUPPORTED = frozenset(SUPPORTED_EXTENSIONS)
 
 
@@ -105,26 +120,13 @@ _SUPPORTED = frozenset(SUPPORTED_EXTENSIONS)
 
 
 @dataclass(frozen=True)
-class IngestProgress:
-    """One progress event; ``files_done`` and ``chunks_done`` never decrease within a call.
-
-    ``chunks_total`` is 0 until chunking is finished. ``file_name`` is set while reading.
-    """
-
-    stage: Stage
-    file_name: str | None
-    files_done: int
-    files_total: int
-    chunks_done: int
-    chunks_total: int
-
-
-@dataclass(frozen=True)
 class FileResult:
     """What happened to one file.
 
     ``chunks``: the file's chunks in the index after the call; ``removed_chunks``: chunks
     deleted by the call (the previous version of an updated file, or a removed file).
+    ``reason`` says why a file was rejected; ``warning`` what the admin should check in a
+    file that was indexed (not valid UTF-8, name changed to a safe one).
     """
 
     file_name: str
@@ -132,6 +134,7 @@ class FileResult:
     chunks: int = 0
     removed_chunks: int = 0
     reason: str | None = None
+    warning: str | None = None
 
 
 @dataclass
@@ -140,7 +143,8 @@ class IngestReport:
 
     ``version`` is the index version published by the call, or ``None`` when nothing in
     the index changed (no version is written then). ``timings`` holds seconds spent
-    "reading", "chunking", "embedding", "writing" and in "total".
+    "reading", "chunking", "embedding", "writing" and in "total". ``rebuilt``: the
+    published index was damaged and this call rebuilt it from the documents (``repair``).
     """
 
     theme: str
@@ -148,6 +152,7 @@ class IngestReport:
     version: str | None = None
     chunks_embedded: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    rebuilt: bool = False
 
     def result(self, file_name: str) -> FileResult | None:
         return next((r for r in self.files if r.file_name == file_name), None)
@@ -169,7 +174,11 @@ class IngestReport:
                 lines.append(f"{r.file_name}: removed ({r.removed_chunks} chunks)")
             else:
                 lines.append(f"{r.file_name}: {r.status} ({r.chunks} chunks)")
+            if r.warning:
+                lines.append(f"{r.file_name}: warning: {r.warning}")
         version = f"index version {self.version}" if self.version else "index unchanged"
+        if self.rebuilt:
+            version += " (rebuilt from the documents: the previous index was damaged)"
         lines.append(f"theme {self.theme!r}: {version}")
         return "\n".join(lines)
 
@@ -248,203 +257,9 @@ class IngestBusy(ThemeBusy):
         )
 
 
-class FileDocument(Document):
-    """The docstore entry of one stored file: id = file name, ``hash`` = sha256 of its bytes.
-
-    Its text is empty: the chunks hold the text, the entry only says which version of the
-    file they were made from.
-    """
-
-    @property
-    def hash(self) -> str:
-        return str(self.metadata["sha256"])
-
-
-# ------------------------------------------------------------------------------------------
-# Chunking parameters
-# ------------------------------------------------------------------------------------------
-
-_WORDISH = re.compile(r"\w+|[^\w\s]")
-
-
-def _fallback_count(text: str) -> list[str]:
-    # Words and punctuation marks: closer to sub-word token counts than str.split, and
-    # needs no tokenizer download (llama-index's default is tiktoken, fetched online).
-    return _WORDISH.findall(text)
-
-
-_COUNTERS: dict[int, tuple[Any, Callable[[str], list[Any]]]] = {}
-
-
-def token_counter(embed_model: BaseEmbedding) -> Callable[[str], list[Any]]:
-    """``text -> tokens`` with the embedding model's own tokenizer (special tokens excluded).
-
-    For a SentenceTransformer backend (``embed_model.wrapper.embedding.tokenizer``) a
-    private copy of the fast tokenizer is used, without truncation: the shared one keeps
-    truncation/padding state between calls and is not safe to use from two threads.
-    Other models: a tokenizer-free count of words and punctuation.
-    """
-    wrapper = getattr(embed_model, "wrapper", None)
-    backend = getattr(wrapper, "embedding", None)
-    tokenizer = getattr(backend, "tokenizer", None)
-    if tokenizer is None:
-        return _fallback_count
-    cached = _COUNTERS.get(id(tokenizer))
-    if cached is not None and cached[0] is tokenizer:
-        return cached[1]
-    counter: Callable[[str], list[Any]]
-    fast = getattr(tokenizer, "backend_tokenizer", None)
-    if fast is not None:
-        from tokenizers import Tokenizer
-
-        private = Tokenizer.from_str(fast.to_str())
-        private.no_truncation()
-        private.no_padding()
-
-        def counter(text: str) -> list[Any]:
-            return list(private.encode(text, add_special_tokens=False).ids)
-
-    elif callable(getattr(tokenizer, "encode", None)):
-
-        def counter(text: str) -> list[Any]:
-            return list(tokenizer.encode(text, add_special_tokens=False, verbose=False))
-
-    else:
-        return _fallback_count
-    _COUNTERS[id(tokenizer)] = (tokenizer, counter)
-    return counter
-
-
-def chunk_parameters(settings: RetrievalSettings, embed_model: BaseEmbedding) -> tuple[int, int]:
-    """``(chunk_size, chunk_overlap)`` in tokens for this theme and model.
-
-    The chunk (metadata shown to the embedding included) must fit the model's
-    ``max_seq_length`` or the model silently truncates it: the default is that limit
-    minus ``CHUNK_MARGIN_TOKENS``, and ``settings.chunk_tokens`` may only make it smaller.
-    The overlap is capped at half a chunk so every chunk still advances.
-    """
-    limit = getattr(embed_model, "max_seq_length", None) or DEFAULT_MODEL_MAX_TOKENS
-    size = max(16, int(limit) - CHUNK_MARGIN_TOKENS)
-    if settings.chunk_tokens is not None:
-        size = min(size, settings.chunk_tokens)
-    return size, min(settings.chunk_overlap, size // 2)
-
-
-# ------------------------------------------------------------------------------------------
-# Pipeline components
-# ------------------------------------------------------------------------------------------
-
-
-class _ExpandFilePages(TransformComponent):
-    """Pipeline step 1: each FileDocument -> the page Documents read from that file."""
-
-    _pages: dict[str, list[Document]] = PrivateAttr(default_factory=dict)
-
-    def __init__(self, pages: dict[str, list[Document]]) -> None:
-        super().__init__()
-        self._pages = pages
-
-    def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
-        out: list[BaseNode] = []
-        for node in nodes:
-            out.extend(self._pages[node.node_id])
-        return out
-
-
-def _chunk_id(index: int, doc: BaseNode) -> str:
-    # Deterministic: "<file>#<sha256 prefix>#<page index>#<chunk index>". The same bytes
-    # always give the same ids; a changed file gets new ones.
-    return f"{doc.node_id}#{index}"
-
-
-class _Tracker(BaseCallbackHandler):
-    """Progress and timings: reading per file, then llama-index callback events.
-
-    NODE_PARSING brackets the splitter's whole run, EMBEDDING each embedding batch.
-    """
-
-    def __init__(self, progress: Callable[[IngestProgress], None] | None) -> None:
-        super().__init__(event_starts_to_ignore=[], event_ends_to_ignore=[])
-        self.progress = progress
-        self.files_total = 0
-        self.files_done = 0
-        self.chunks_total = 0
-        self.chunks_done = 0
-        self.timings = {"reading": 0.0, "chunking": 0.0, "embedding": 0.0, "writing": 0.0}
-        self._started: dict[str, float] = {}
-
-    def emit(self, stage: Stage, file_name: str | None = None) -> None:
-        if self.progress is not None:
-            self.progress(
-                IngestProgress(
-                    stage,
-                    file_name,
-                    self.files_done,
-                    self.files_total,
-                    self.chunks_done,
-                    self.chunks_total,
-                )
-            )
-
-    def on_event_start(
-        self,
-        event_type: CBEventType,
-        payload: dict[str, Any] | None = None,
-        event_id: str = "",
-        parent_id: str = "",
-        **kwargs: Any,
-    ) -> str:
-        if event_type in (CBEventType.NODE_PARSING, CBEventType.EMBEDDING):
-            self._started[event_id] = time.perf_counter()
-            if event_type == CBEventType.NODE_PARSING:
-                self.emit("chunking")
-        return event_id
-
-    def on_event_end(
-        self,
-        event_type: CBEventType,
-        payload: dict[str, Any] | None = None,
-        event_id: str = "",
-        **kwargs: Any,
-    ) -> None:
-        if event_type not in (CBEventType.NODE_PARSING, CBEventType.EMBEDDING):
-            return
-        elapsed = time.perf_counter() - self._started.pop(event_id, time.perf_counter())
-        payload = payload or {}
-        if event_type == CBEventType.NODE_PARSING:
-            self.timings["chunking"] += elapsed
-            self.chunks_total += len(payload.get(EventPayload.NODES, ()))
-            self.emit("embedding")
-        else:
-            self.timings["embedding"] += elapsed
-            self.chunks_done += len(payload.get(EventPayload.CHUNKS, ()))
-            self.emit("embedding")
-
-    def start_trace(self, trace_id: str | None = None) -> None:
-        return None
-
-    def end_trace(
-        self, trace_id: str | None = None, trace_map: dict[str, list[str]] | None = None
-    ) -> None:
-        return None
-
-
 # ------------------------------------------------------------------------------------------
 # Files
 # ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Pending:
-    """A file read successfully and waiting to be chunked and embedded."""
-
-    name: str
-    sha256: str
-    size: int
-    pages: list[Document]
-    status: FileStatus
-    staged: Path | None = None  # ingest_files: the copy to move into documents/
-    removed_chunks: int = 0
 
 
 @dataclass
@@ -514,6 +329,8 @@ def _open_regular(path: Path, name: str) -> tuple[int, os.stat_result]:
         raise RejectedFile(name, "file not found, not ingested") from None
     except OSError:
         raise RejectedFile(name, "file not readable (or a link), not ingested") from None
+    except ValueError:  # a NUL byte in the path: no such file can exist
+        raise RejectedFile(name, "file name holds a NUL byte, not ingested") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
@@ -563,10 +380,15 @@ def _hash_file(path: Path, name: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _read_pages(path: Path, name: str) -> list[Document]:
-    """read_document, with any unexpected failure turned into a refusal of this file only."""
+def _read_content(path: Path, name: str) -> tuple[list[Document] | None, TextSource | None]:
+    """(pages, None) read in memory, or (None, text) checked for streaming (.txt, .md);
+    any unexpected failure is turned into a refusal of this file only."""
     try:
-        return read_document(path, max_bytes=MAX_FILE_BYTES)
+        if Path(name).suffix.lower() in STREAMED_FILE_TYPES:
+            if path.is_symlink():
+                raise RejectedFile(name, "symbolic link, not ingested (upload the file itself)")
+            return None, inspect_text(path, name, max_bytes=MAX_FILE_BYTES)
+        return read_document(path, max_bytes=MAX_FILE_BYTES), None
     except RejectedFile:
         raise
     except Exception as exc:  # noqa: BLE001 - a reader bug must not stop the other files
@@ -574,6 +396,13 @@ def _read_pages(path: Path, name: str) -> list[Document]:
         raise RejectedFile(
             name, f"could not be read ({type(exc).__name__}: {exc}), not ingested"
         ) from None
+
+
+def _pending(
+    path: Path, name: str, sha: str, size: int, status: FileStatus, staged: Path | None = None
+) -> PendingFile:
+    pages, text = _read_content(path, name)
+    return PendingFile(name, sha, size, status, pages=pages, text=text, staged=staged)
 
 
 def _document_entries(theme: Theme) -> list[os.DirEntry[str]]:
@@ -608,131 +437,20 @@ def _drop_document(w: IndexWriter, name: str) -> int:
     return removed
 
 
-def _prepare_pages(
-    pending: _Pending, chunk_size: int, count: Callable[[str], list[Any]]
-) -> FileDocument:
-    """Link the page Documents to their FileDocument and give them stable ids.
-
-    Raises RejectedFile when the metadata every chunk repeats leaves no room for text (the
-    splitter would fail, and with it the whole batch).
-    """
-    sha = pending.sha256
-    file_doc = FileDocument(
-        id_=pending.name,
-        text="",
-        metadata={
-            "file_name": pending.name,
-            "sha256": sha,
-            "size": pending.size,
-            "file_type": pending.pages[0].metadata.get("file_type") if pending.pages else None,
-            "documents": len(pending.pages),
-        },
-    )
-    source = file_doc.as_related_node_info()
-    for index, page in enumerate(pending.pages):
-        title = page.metadata.get("title")
-        if isinstance(title, str) and len(title) > MAX_TITLE_CHARS:
-            page.metadata["title"] = title[: MAX_TITLE_CHARS - 1] + "…"
-        for mode in (MetadataMode.EMBED, MetadataMode.LLM):
-            if len(count(page.get_metadata_str(mode))) > chunk_size // 2:
-                raise RejectedFile(
-                    pending.name,
-                    "file name or title too long for the chunk size, not ingested "
-                    "(rename the file or shorten its title)",
-                )
-        page.id_ = f"{pending.name}#{sha[:16]}#{index}"
-        page.relationships[NodeRelationship.SOURCE] = source
-    return file_doc
-
-
-def _embed_pending(
-    w: IndexWriter,
-    theme: Theme,
-    embed_model: BaseEmbedding,
-    pending: list[_Pending],
-    tracker: _Tracker,
-    results: list[FileResult],
-) -> list[_Pending]:
-    """Chunk and embed the pending files into the writer's stores (one pipeline run).
-
-    Files whose metadata cannot be chunked are refused (added to ``results``); returns the
-    files actually indexed.
-    """
-    if not pending:
-        return []
-    chunk_size, overlap = chunk_parameters(theme.settings.retrieval, embed_model)
-    count = token_counter(embed_model)
-    file_docs: list[Document] = []
-    pages: dict[str, list[Document]] = {}
-    indexed: list[_Pending] = []
-    for item in pending:
-        try:
-            file_doc = _prepare_pages(item, chunk_size, count)
-        except RejectedFile as exc:
-            results.append(FileResult(item.name, "rejected", reason=exc.reason))
-            continue
-        file_docs.append(file_doc)
-        pages[item.name] = item.pages
-        indexed.append(item)
-    if not indexed:
-        return []
-
-    model_name = embed_model.model_name
-    stored_name = w.vectors.embed_model_name
-    if w.vectors.count() == 0 or stored_name is None:
-        w.vectors.embed_model_name = model_name
-    elif model_name not in (stored_name, "unknown"):
-        raise ValueError(
-            f"theme {theme.name!r} was indexed with {stored_name!r}, not {model_name!r}: "
-            "clear its index (clear_index) and update it to re-embed every document"
-        )
-
-    for item in indexed:
-        stored = w.docstore.get_document_hash(item.name)
-        if stored is None or stored == item.sha256:
-            # UPSERTS replaces only a document whose stored hash differs. Chunks without a
-            # docstore entry (a hand edit, a crash) would be duplicated, and an entry with
-            # the same hash but no chunks would make it skip the file: clear both first.
-            w.docstore.delete_document(item.name, raise_error=False)
-            item.removed_chunks += len(w.vectors.delete_document(item.name))
-        else:
-            item.removed_chunks += len(w.vectors.document_node_ids(item.name))
-
-    callbacks = CallbackManager([tracker])
-    splitter = SentenceSplitter(
-        chunk_size=chunk_size,
-        chunk_overlap=overlap,
-        tokenizer=count,
-        callback_manager=callbacks,
-        id_func=_chunk_id,
-    )
-    # A copy, so the shared (cached) model keeps its own batch size and callbacks.
-    embedder = embed_model.model_copy(
-        update={
-            "embed_batch_size": max(1, min(EMBED_BATCH_SIZE, embed_model.embed_batch_size)),
-            "callback_manager": callbacks,
-        }
-    )
-    pipeline = IngestionPipeline(
-        name=f"chatitego-{theme.name}",
-        transformations=[_ExpandFilePages(pages), splitter, embedder],
-        docstore=w.docstore,
-        vector_store=w.vectors,
-        docstore_strategy=DocstoreStrategy.UPSERTS,
-        disable_cache=True,  # the cache would hash and keep every node, for nothing
-    )
-    pipeline.run(documents=file_docs)
-    return indexed
-
-
 @contextmanager
-def _writing(theme: Theme, lock_timeout: float) -> Iterator[tuple[IndexWriter, _Moves, Path]]:
-    """The theme's writer plus a fresh staging folder; undoes documents/ moves on failure."""
-    storage = IndexStorage(theme.directory)
+def _writing(
+    theme: Theme, lock_timeout: float, *, rebuild: bool = False
+) -> Iterator[tuple[IndexWriter, _Moves, Path]]:
+    """The theme's writer plus a fresh staging folder; undoes documents/ moves on failure.
+
+    A write the file system refuses becomes ``IndexWriteFailed`` (one sentence: what, what
+    is still served, what to do) after documents/ is restored.
+    """
+    storage = theme.storage
     moves: _Moves | None = None
     staging = theme.documents_dir / STAGING_DIR
     try:
-        with storage.writer(lock_timeout=lock_timeout) as w:
+        with storage.writer(lock_timeout=lock_timeout, rebuild=rebuild) as w:
             theme.documents_dir.mkdir(parents=True, exist_ok=True)
             # Left by a crashed writer; we hold the lock, so nobody else uses it.
             shutil.rmtree(staging, ignore_errors=True)
@@ -743,32 +461,71 @@ def _writing(theme: Theme, lock_timeout: float) -> Iterator[tuple[IndexWriter, _
                 # documents/ is durable before the commit publishes an index that needs it.
                 fsync_path(theme.documents_dir)
     except BaseException as exc:
-        if moves is None:
-            if isinstance(exc, ThemeBusy):
-                raise IngestBusy(theme, lock_timeout) from exc
-            raise
-        moves.rollback()
+        if moves is None and isinstance(exc, ThemeBusy):
+            raise IngestBusy(theme, lock_timeout) from exc
+        if moves is not None:
+            moves.rollback()
+        if isinstance(exc, OSError) and not isinstance(exc, (IndexWriteFailed, ThemeFolderGone)):
+            raise IndexWriteFailed(theme.directory, exc, storage.published_or_none()) from exc
         raise
     finally:
         if moves is not None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def _embed(
+    w: IndexWriter,
+    theme: Theme,
+    embed_model: BaseEmbedding,
+    pending: list[PendingFile],
+    tracker: ProgressTracker,
+    report: IngestReport,
+    max_minutes: float | None,
+) -> list[PendingFile]:
+    """Chunk and embed what was read, within the time budget; refusals go to the report."""
+    chunk_size, overlap = chunk_parameters(theme.settings.retrieval, embed_model)
+    budget = TimeBudget(_limit_minutes(max_minutes), chunk_size, overlap)
+    indexed, refused = embed_pending(
+        w, embed_model, theme.settings.retrieval, pending, tracker, budget, theme_name=theme.name
+    )
+    report.files.extend(FileResult(r.name, "rejected", reason=r.reason) for r in refused)
+    return indexed
+
+
+def _limit_minutes(max_minutes: float | None) -> float:
+    if max_minutes is not None:
+        return max_minutes
+    try:
+        from engine.settings import get_config
+
+        return float(get_config().ingest_max_minutes)
+    except Exception:  # noqa: BLE001 - an unreadable configuration must not stop ingestion
+        logger.warning("configuration unreadable: ingest time limit %s min", DEFAULT_MAX_MINUTES)
+        return DEFAULT_MAX_MINUTES
+
+
 def _finish(
     report: IngestReport,
     w: IndexWriter,
-    tracker: _Tracker,
-    indexed: list[_Pending],
+    tracker: ProgressTracker,
+    indexed: list[PendingFile],
     changed: bool,
+    renamed: Mapping[str, str] | None = None,
 ) -> None:
     """Record the indexed files, and publish (or not) the version."""
     for item in indexed:
+        warnings = [item.warning] if item.warning else []
+        if renamed and item.name in renamed:
+            warnings.append(
+                f"stored as {item.name!r} (the name {renamed[item.name]!r} was made safe)"
+            )
         report.files.append(
             FileResult(
                 item.name,
                 item.status,
                 chunks=len(w.vectors.document_node_ids(item.name)),
                 removed_chunks=item.removed_chunks,
+                warning="; ".join(warnings) or None,
             )
         )
     report.chunks_embedded = tracker.chunks_done
@@ -790,26 +547,30 @@ def ingest_files(
     *,
     progress: Callable[[IngestProgress], None] | None = None,
     lock_timeout: float = 2.0,
+    max_minutes: float | None = None,
 ) -> IngestReport:
     """Store and index files (folders are walked, hidden entries skipped).
 
     Each file is ``ingested`` (new name), ``updated`` (same name, new content: its old
     chunks are replaced), ``unchanged`` (same content: nothing embedded) or ``rejected``
-    with a reason (link, hidden, unsupported type, too large, unreadable, or a second file
-    of the batch with the same safe name); a rejected file changes nothing, not even a
-    previous version stored under its name. Raises :class:`IngestBusy` when another writer
-    holds the theme (nothing changed then); an exception raised by ``progress`` cancels
-    the call with nothing changed.
+    with a reason (link, hidden, unsupported type, too large, unreadable, a second file
+    of the batch with the same safe name, or an estimated indexing time beyond
+    ``max_minutes`` for the call, default ``INGEST_MAX_MINUTES``); a rejected file changes
+    nothing, not even a previous version stored under its name. Indexed files carry a
+    ``warning`` when their name was made safe or their text was not valid UTF-8. Raises
+    :class:`IngestBusy` when another writer holds the theme (nothing changed then); an
+    exception raised by ``progress`` cancels the call with nothing changed.
     """
     started = time.perf_counter()
     report = IngestReport(theme.name)
-    tracker = _Tracker(progress)
+    tracker = ProgressTracker(progress)
     files = _expand_inputs(paths)
     tracker.files_total = len(files)
+    renamed: dict[str, str] = {}
     with _writing(theme, lock_timeout) as (w, moves, staging):
         known = _docstore_hashes(w.docstore)
         seen: set[str] = set()
-        pending: list[_Pending] = []
+        pending: list[PendingFile] = []
         unchanged: list[tuple[str, Path]] = []
         read_started = time.perf_counter()
         for path in files:
@@ -818,39 +579,24 @@ def ingest_files(
                 name = safe_file_name(path.name)
                 display = name
                 tracker.emit("reading", name)
-                if _is_hidden(path.name):
-                    raise RejectedFile(name, "hidden file, not ingested")
-                if path.is_symlink():
-                    raise RejectedFile(name, "symbolic link, not ingested (give the file itself)")
-                if Path(name).suffix.lower() not in _SUPPORTED:
-                    raise RejectedFile(
-                        name,
-                        f"unsupported file type '{Path(name).suffix or '(no extension)'}', "
-                        f"not ingested (supported: {', '.join(SUPPORTED_EXTENSIONS)})",
-                    )
-                if name in seen:
-                    raise RejectedFile(
-                        name, "another file of this batch has the same name, not ingested"
-                    )
-                target = theme.documents_dir / name
-                if target.parent != theme.documents_dir or name in (".", ".."):
-                    raise RejectedFile(name, "unusable file name, not ingested")
+                _check_input(path, name, seen, theme)
                 seen.add(name)
+                if name != path.name:
+                    renamed[name] = path.name
                 staged = staging / name
                 sha, size = _copy_hashing(path, staged, name)
                 if known.get(name) == sha and w.vectors.document_node_ids(name):
                     unchanged.append((name, staged))
                     continue
-                pages = _read_pages(staged, name)
                 status: FileStatus = "updated" if name in known else "ingested"
-                pending.append(_Pending(name, sha, size, pages, status, staged=staged))
+                pending.append(_pending(staged, name, sha, size, status, staged))
             except RejectedFile as exc:
                 report.files.append(FileResult(display, "rejected", reason=exc.reason))
             finally:
                 tracker.files_done += 1
         tracker.timings["reading"] = time.perf_counter() - read_started
 
-        indexed = _embed_pending(w, theme, embed_model, pending, tracker, report.files)
+        indexed = _embed(w, theme, embed_model, pending, tracker, report, max_minutes)
         writing_started = time.perf_counter()
         for item in indexed:
             assert item.staged is not None
@@ -862,11 +608,30 @@ def ingest_files(
             report.files.append(
                 FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
             )
-        _finish(report, w, tracker, indexed, changed=bool(indexed))
+        _finish(report, w, tracker, indexed, changed=bool(indexed), renamed=renamed)
     tracker.timings["writing"] = time.perf_counter() - writing_started
     report.version = w.committed_version
     report.timings = {**tracker.timings, "total": time.perf_counter() - started}
     return report
+
+
+def _check_input(path: Path, name: str, seen: set[str], theme: Theme) -> None:
+    """Refuse (``RejectedFile``) what ``ingest_files`` never stores."""
+    if _is_hidden(path.name):
+        raise RejectedFile(name, "hidden file, not ingested")
+    if path.is_symlink():
+        raise RejectedFile(name, "symbolic link, not ingested (give the file itself)")
+    if Path(name).suffix.lower() not in _SUPPORTED:
+        raise RejectedFile(
+            name,
+            f"unsupported file type '{Path(name).suffix or '(no extension)'}', "
+            f"not ingested (supported: {', '.join(SUPPORTED_EXTENSIONS)})",
+        )
+    if name in seen:
+        raise RejectedFile(name, "another file of this batch has the same name, not ingested")
+    target = theme.documents_dir / name
+    if target.parent != theme.documents_dir or name in (".", ".."):
+        raise RejectedFile(name, "unusable file name, not ingested")
 
 
 def sync_theme(
@@ -875,15 +640,17 @@ def sync_theme(
     *,
     progress: Callable[[IngestProgress], None] | None = None,
     lock_timeout: float = 2.0,
+    max_minutes: float | None = None,
 ) -> IngestReport:
     """Bring the index in line with ``documents/`` (the CLI's "update").
 
     New files are ingested, files whose sha256 differs from the docstore's are re-embedded
     (their old chunks replaced), and documents whose file is gone are removed from the
-    vectors, the docstore and (at commit) the keyword index. A file that cannot be read is
-    reported ``rejected`` and its previously indexed version is kept.
+    vectors, the docstore and (at commit) the keyword index. A file that cannot be read,
+    or that does not fit the time budget, is reported ``rejected`` and its previously
+    indexed version is kept (the next update takes it up again).
     """
-    return _synchronise(theme, embed_model, progress, lock_timeout, repair_mode=False)
+    return _synchronise(theme, embed_model, progress, lock_timeout, max_minutes, repair_mode=False)
 
 
 def repair(
@@ -892,15 +659,28 @@ def repair(
     *,
     progress: Callable[[IngestProgress], None] | None = None,
     lock_timeout: float = 2.0,
+    max_minutes: float | None = None,
 ) -> IngestReport:
-    """Fix every orphan ``health`` reports, in one write.
+    """Fix every orphan ``health`` reports, in one write; rebuild a damaged index.
 
     Chunks of a document with no file (or without any document) are deleted, docstore
     entries without chunks are dropped so their file is indexed again, files not indexed
     are indexed, and a new version is published even when only the keyword index disagreed
-    with the vectors (the commit rebuilds it from them).
+    with the vectors (the commit rebuilds it from them). When the published index cannot be
+    read (``IndexCorrupted``: a truncated or altered file, a garbled ``CURRENT``), a new
+    index is built from ``documents/`` without reading it (``report.rebuilt``); documents
+    are never touched. Files beyond the time budget stay for the next ``sync_theme``.
     """
-    return _synchronise(theme, embed_model, progress, lock_timeout, repair_mode=True)
+    try:
+        return _synchronise(
+            theme, embed_model, progress, lock_timeout, max_minutes, repair_mode=True
+        )
+    except IndexCorrupted:
+        report = _synchronise(
+            theme, embed_model, progress, lock_timeout, max_minutes, repair_mode=True, rebuild=True
+        )
+        report.rebuilt = True
+        return report
 
 
 def reindex(
@@ -910,6 +690,7 @@ def reindex(
     *,
     progress: Callable[[IngestProgress], None] | None = None,
     lock_timeout: float = 2.0,
+    max_minutes: float | None = None,
 ) -> IngestReport:
     """``sync_theme``, plus re-chunking and re-embedding the stored documents named in
     ``names`` (all of them when ``None``) even when unchanged: after a change of chunk
@@ -921,6 +702,7 @@ def reindex(
         embed_model,
         progress,
         lock_timeout,
+        max_minutes,
         repair_mode=False,
         force=lambda name: wanted is None or name in wanted,
     )
@@ -931,18 +713,20 @@ def _synchronise(
     embed_model: BaseEmbedding,
     progress: Callable[[IngestProgress], None] | None,
     lock_timeout: float,
+    max_minutes: float | None,
     *,
     repair_mode: bool,
+    rebuild: bool = False,
     force: Callable[[str], bool] = lambda name: False,
 ) -> IngestReport:
     started = time.perf_counter()
     report = IngestReport(theme.name)
-    tracker = _Tracker(progress)
-    with _writing(theme, lock_timeout) as (w, _moves, _staging):
+    tracker = ProgressTracker(progress)
+    with _writing(theme, lock_timeout, rebuild=rebuild) as (w, _moves, _staging):
         entries = _document_entries(theme)
         tracker.files_total = len(entries)
         known = _docstore_hashes(w.docstore)
-        changed = False
+        changed = rebuild
         if repair_mode:
             unowned = _unowned_node_ids(w)
             if unowned:
@@ -951,43 +735,25 @@ def _synchronise(
             if set(w.keywords.node_ids()) != set(w.vectors.node_ids()):
                 changed = True  # the commit re-derives the keyword index from the vectors
 
-        pending: list[_Pending] = []
+        pending: list[PendingFile] = []
         present: set[str] = set()
         read_started = time.perf_counter()
         for entry in entries:
-            name = entry.name
-            present.add(name)
-            tracker.emit("reading", name)
+            present.add(entry.name)
+            tracker.emit("reading", entry.name)
             try:
-                if entry.is_symlink():
-                    raise RejectedFile(name, "symbolic link in documents/, not indexed")
-                if entry.is_dir():
-                    raise RejectedFile(name, "folder in documents/, not indexed")
-                try:
-                    safe = safe_file_name(name)
-                except RejectedFile:
-                    safe = ""
-                if safe != name:
-                    raise RejectedFile(name, "unsafe file name, not indexed (rename the file)")
-                path = Path(entry.path)
-                sha, size = _hash_file(path, name)
-                old = known.get(name)
-                has_chunks = bool(w.vectors.document_node_ids(name))
-                if old == sha and has_chunks and not force(name):
-                    report.files.append(
-                        FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
-                    )
-                    continue
-                pages = _read_pages(path, name)
-                status: FileStatus = "updated" if old is not None or has_chunks else "ingested"
-                pending.append(_Pending(name, sha, size, pages, status))
+                item = _entry_to_index(entry, w, known, force)
+                if isinstance(item, FileResult):
+                    report.files.append(item)
+                else:
+                    pending.append(item)
             except RejectedFile as exc:
-                report.files.append(FileResult(name, "rejected", reason=exc.reason))
+                report.files.append(FileResult(entry.name, "rejected", reason=exc.reason))
             finally:
                 tracker.files_done += 1
         tracker.timings["reading"] = time.perf_counter() - read_started
 
-        indexed = _embed_pending(w, theme, embed_model, pending, tracker, report.files)
+        indexed = _embed(w, theme, embed_model, pending, tracker, report, max_minutes)
         writing_started = time.perf_counter()
         gone = (set(known) | w.vectors.ref_doc_ids()) - present
         for name in sorted(gone):
@@ -998,6 +764,34 @@ def _synchronise(
     report.version = w.committed_version
     report.timings = {**tracker.timings, "total": time.perf_counter() - started}
     return report
+
+
+def _entry_to_index(
+    entry: os.DirEntry[str],
+    w: IndexWriter,
+    known: Mapping[str, str | None],
+    force: Callable[[str], bool],
+) -> PendingFile | FileResult:
+    """A documents/ entry: to index (read), unchanged (its result), or ``RejectedFile``."""
+    name = entry.name
+    if entry.is_symlink():
+        raise RejectedFile(name, "symbolic link in documents/, not indexed")
+    if entry.is_dir():
+        raise RejectedFile(name, "folder in documents/, not indexed")
+    try:
+        safe = safe_file_name(name)
+    except RejectedFile:
+        safe = ""
+    if safe != name:
+        raise RejectedFile(name, "unsafe file name, not indexed (rename the file)")
+    path = Path(entry.path)
+    sha, size = _hash_file(path, name)
+    old = known.get(name)
+    has_chunks = bool(w.vectors.document_node_ids(name))
+    if old == sha and has_chunks and not force(name):
+        return FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
+    status: FileStatus = "updated" if old is not None or has_chunks else "ingested"
+    return _pending(path, name, sha, size, status)
 
 
 def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) -> IngestReport:
@@ -1012,7 +806,8 @@ def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) 
         safe = safe_file_name(file_name)
     except RejectedFile:
         safe = ""
-    if safe != file_name or _is_hidden(file_name):
+    # An empty name would designate documents/ itself (issue 11: the table of hostile names).
+    if not file_name or safe != file_name or _is_hidden(file_name):
         report.files.append(
             FileResult(
                 file_name,
@@ -1049,9 +844,10 @@ def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) 
 def clear_index(theme: Theme, *, lock_timeout: float = 2.0) -> str | None:
     """Publish an empty index version (documents/ is kept; ``sync_theme`` rebuilds it).
 
-    Returns the new version's name.
+    Works on a damaged index too: the published version is not read. Returns the new
+    version's name.
     """
-    with _writing(theme, lock_timeout) as (w, _moves, _staging):
+    with _writing(theme, lock_timeout, rebuild=True) as (w, _moves, _staging):
         w.vectors.clear()
         w.docstore = SimpleDocumentStore()
     return w.committed_version

@@ -3,7 +3,9 @@
 Theme names arrive from URLs, HTML forms and even model output, and each one
 becomes a folder name. Only a short lowercase slug is accepted, so a name can
 never climb out of the themes folder (``..``, ``/``), hide as a dot-file, clash
-on case-insensitive file systems or smuggle control characters.
+on case-insensitive file systems or smuggle control characters; Windows device
+names (``con``, ``nul``, ``com1``...) are refused too, since such a folder cannot
+be opened, copied or backed up on Windows.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ _RULE = (
 )
 
 
-class InvalidThemeName(ValueError):
-    """A theme name that does not follow ``THEME_NAME_PATTERN``."""
+_WINDOWS_DEVICE_NAMES = frozenset(
+    {"con", "prn", "aux", "nul"} | {f"com{i}" for i in range(10)} | {f"lpt{i}" for i in range(10)}
+)
 
-    def __init__(self, name: object) -> None:
+
+class InvalidThemeName(ValueError):
+    """A theme name that does not follow ``THEME_NAME_PATTERN`` (or is a device name)."""
+
+    def __init__(self, name: object, rule: str = f"a theme name must be {_RULE}") -> None:
         shown = repr(name)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        super().__init__(f"invalid theme name {shown}: a theme name must be {_RULE}")
+        super().__init__(f"invalid theme name {shown}: {rule}")
         self.name = name
 
 
@@ -40,4 +47,8 @@ def validate_theme_name(name: object) -> str:
     """
     if not isinstance(name, str) or _THEME_NAME_RE.fullmatch(name) is None:
         raise InvalidThemeName(name)
+    if name in _WINDOWS_DEVICE_NAMES:
+        raise InvalidThemeName(
+            name, "a Windows device name (CON, PRN, AUX, NUL, COM0-9, LPT0-9) cannot be a theme"
+        )
     return name

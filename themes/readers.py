@@ -185,7 +185,7 @@ def safe_file_name(name: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _document(
+def make_document(
     text: str,
     *,
     file_name: str,
@@ -476,7 +476,7 @@ def _read_pdf(name: str, data: bytes, timeout_s: float) -> list[Document]:
     if not pages:
         raise RejectedFile(name, "PDF without pages, not ingested")
     documents = [
-        _document(text.strip(), file_name=name, file_type="pdf", page=number, headings=headings)
+        make_document(text.strip(), file_name=name, file_type="pdf", page=number, headings=headings)
         for number, (text, headings) in enumerate(pages, start=1)
         if text.strip()
     ]
@@ -595,7 +595,7 @@ def _read_docx(name: str, data: bytes) -> list[Document]:
         raise RejectedFile(name, _CORRUPT_DOCX) from None
     if not blocks:
         raise RejectedFile(name, "empty Word document (no text), not ingested")
-    return [_document("\n\n".join(blocks), file_name=name, file_type="docx", headings=headings)]
+    return [make_document("\n\n".join(blocks), file_name=name, file_type="docx", headings=headings)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -603,16 +603,24 @@ def _read_docx(name: str, data: bytes) -> list[Document]:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_textual(name: str, data: bytes, kind: str) -> None:
-    """Refuse binary content behind a text extension (a renamed PDF, a ZIP, an executable)."""
+def textual_refusal(data: bytes, kind: str) -> str | None:
+    """Why binary content behind a text extension is refused (a renamed PDF, a ZIP, an
+    executable), judged on its first 8 KB; ``None`` when it looks like text."""
     if data[:1024].lstrip().startswith(b"%PDF-"):
-        raise RejectedFile(name, f"content is a PDF, not {kind}: rename it to .pdf")
+        return f"content is a PDF, not {kind}: rename it to .pdf"
     if data.startswith(b"PK\x03\x04"):
-        raise RejectedFile(name, f"content is a ZIP archive (a .docx?), not {kind}")
+        return f"content is a ZIP archive (a .docx?), not {kind}"
     head = data[:8192]
     utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     if b"\x00" in head and not utf16:
-        raise RejectedFile(name, f"binary content, not {kind}, not ingested")
+        return f"binary content, not {kind}, not ingested"
+    return None
+
+
+def _check_textual(name: str, data: bytes, kind: str) -> None:
+    refusal = textual_refusal(data, kind)
+    if refusal:
+        raise RejectedFile(name, refusal)
 
 
 def _decode_text(name: str, data: bytes) -> tuple[str, str | None]:
@@ -640,7 +648,7 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _ATX_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 
 
-def _markdown_headings(text: str) -> list[str]:
+def markdown_headings(text: str) -> list[str]:
     headings: list[str] = []
     in_fence = False
     for line in text.splitlines():
@@ -657,8 +665,8 @@ def _read_text(name: str, data: bytes, file_type: str) -> list[Document]:
     if not text.strip():
         raise RejectedFile(name, "empty document (only blank space), not ingested")
     extra: dict[str, Any] = {"encoding_note": note} if note else {}
-    headings = _markdown_headings(text) if file_type == "markdown" else []
-    return [_document(text, file_name=name, file_type=file_type, headings=headings, **extra)]
+    headings = markdown_headings(text) if file_type == "markdown" else []
+    return [make_document(text, file_name=name, file_type=file_type, headings=headings, **extra)]
 
 
 # Elements whose text a reader never sees, or that repeat on every page of a site.
@@ -721,7 +729,9 @@ def _read_html(name: str, data: bytes) -> list[Document]:
     if not text:
         raise RejectedFile(name, "HTML page without visible text, not ingested")
     return [
-        _document(text, file_name=name, file_type="html", headings=headings, title=title or None)
+        make_document(
+            text, file_name=name, file_type="html", headings=headings, title=title or None
+        )
     ]
 
 

@@ -101,7 +101,7 @@ class Theme:
 
     @property
     def storage(self) -> IndexStorage:
-        return IndexStorage(self.directory)
+        return IndexStorage(self.directory, required_file=SETTINGS_FILE)
 
     @property
     def system_prompt(self) -> str:
@@ -191,11 +191,22 @@ class ThemeRepository:
             _atomic_write(directory / PROMPT_FILE, system_prompt)
         return theme
 
-    def delete(self, name: str) -> None:
-        """Remove a theme and everything in it (the caller confirms first)."""
-        theme = self.get(name)
-        trash = theme.directory.with_name(f".{theme.name}.deleting")
-        os.replace(theme.directory, trash)  # atomic: the theme disappears at once
+    def delete(self, name: str, *, lock_timeout: float = 2.0) -> None:
+        """Remove a theme and everything in it (the caller confirms first).
+
+        Takes the theme's write lock first: while an ingest, update or repair runs, this
+        waits up to ``lock_timeout`` seconds, then raises ``ThemeBusy`` with nothing removed.
+        A theme whose settings are damaged can still be deleted.
+        """
+        directory = self.path_of(name)
+        if not (directory / SETTINGS_FILE).is_file():
+            known = ", ".join(self.names()) or "none yet"
+            raise ThemeNotFound(f"no theme named {name!r} (existing themes: {known})")
+        trash = directory.with_name(f".{name}.deleting")
+        shutil.rmtree(trash, ignore_errors=True)  # left by an interrupted deletion
+        storage = IndexStorage(directory, required_file=SETTINGS_FILE)
+        with storage.exclusive(lock_timeout=lock_timeout):
+            os.replace(directory, trash)  # atomic: the theme disappears at once
         shutil.rmtree(trash, ignore_errors=True)
 
 
