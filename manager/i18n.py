@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tracer.render import plain_fields
+
 Language = str  # "fr" or "en"
 
 # key: (French, English); ``{name}`` fields are filled by ``str.format``.
@@ -282,6 +284,7 @@ def texts(language: Language) -> Callable[..., str]:
 
     def t(key: str, **fields: Any) -> str:
         text = TEXTS[key][index]
-        return text.format(**fields) if fields else text
+        # Every sentence is shown as Markdown: the fields (names, titles, errors) as text.
+        return text.format(**plain_fields(fields)) if fields else text
 
     return t
