@@ -19,6 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.settings import get_config
+from engine.transport import redact
 from manager.auth import (
     AdminSession,
     InvalidPasswordHash,
@@ -80,6 +81,16 @@ def _secret(section: str, key: str | None = None) -> Any:
         return None
 
 
+def _client_key() -> str:
+    """Who is trying to log in, for the throttle: the connection's address (the same for
+    every tab of a browser). Streamlit gives None on loopback: local users share one key."""
+    try:
+        address = st.context.ip_address
+    except Exception:  # noqa: BLE001 - no client context: one shared key
+        address = None
+    return address if isinstance(address, str) and address else "local"
+
+
 def _password_hash() -> str | None:
     configured = get_config().admin_password_hash
     if configured is not None and configured.get_secret_value().strip():
@@ -98,8 +109,9 @@ def _act(t: Tr, lang: str, action: Callable[[], T]) -> T | None:
             logger.exception("RAG Manager action failed")
             message = t("unexpected")
             if get_config().mode == "development":
-                message += f" ({type(exc).__name__}: {exc})"
-        st.error(message)
+                message += f" ({type(exc).__name__}: {redact(str(exc), get_config().secrets())})"
+        # A message may quote what the admin typed or a file name: shown as text.
+        st.error(escape_markdown(message))
         return None
 
 
@@ -162,7 +174,7 @@ def _access_granted(t: Tr, lang: str) -> bool:
             submitted = st.form_submit_button(t("login"))
         if submitted:
             try:
-                outcome = _throttle().attempt(password, password_hash)
+                outcome = _throttle().attempt(password, password_hash, client=_client_key())
             except InvalidPasswordHash as exc:
                 st.error(t("bad_hash", error=exc))
                 return False
@@ -178,9 +190,15 @@ def _access_granted(t: Tr, lang: str) -> bool:
     return False
 
 
+def _oidc_logged_in() -> bool:
+    # st.user has no "is_logged_in" without an [auth] section (seen: logout crashed with
+    # AttributeError, issue 11 finding 6): read it as a mapping key.
+    return bool(st.user.get("is_logged_in", False))
+
+
 def _oidc_login(t: Tr, session: AdminSession, now: float) -> bool:
     user = st.user
-    if not user.is_logged_in:
+    if not _oidc_logged_in():
         if st.button(t("login_oidc")):
             st.login()
         return False
@@ -197,12 +215,19 @@ def _oidc_login(t: Tr, session: AdminSession, now: float) -> bool:
 
 # ------------------------------------------------------------------------------ sidebar
 
+_NEXT_THEME = "theme_select_next"  # the theme to select on the next run
+
 
 def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
     with st.sidebar:
         summaries = {s.name: s for s in theme_summaries(repo)}
         st.header(t("themes"))
         selected: str | None = None
+        # A theme created on the previous run: selected before the selectbox exists
+        # (setting its key after drawing it raised StreamlitAPIException, finding 3).
+        pending = st.session_state.pop(_NEXT_THEME, None)
+        if pending in summaries:
+            st.session_state["theme_select"] = pending
         if summaries:
             if st.session_state.get("theme_select") not in summaries:
                 st.session_state["theme_select"] = next(iter(summaries))
@@ -242,13 +267,13 @@ def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
                     ),
                 )
                 if created is not None:
-                    st.session_state["theme_select"] = created.name
+                    st.session_state[_NEXT_THEME] = created.name
                     _flash("success", t("created", name=created.name))
                     st.rerun()
         st.divider()
         if st.button(t("logout"), key="logout"):
             st.session_state["admin"].close()
-            if st.user.is_logged_in:
+            if _oidc_logged_in():
                 st.logout()
             st.rerun()
     if selected is None:
@@ -487,7 +512,7 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
                 if result.status == "removed":
                     _flash("success", t("doc_deleted", name=name, chunks=result.removed_chunks))
                 else:
-                    _flash("warning", f"{name} : {result.reason}")
+                    _flash("warning", escape_markdown(f"{name} : {result.reason}"))
                 st.session_state.pop("batch", None)
                 # A new key unticks the confirmation (deleting a widget's state does not).
                 st.session_state["delete_round"] = st.session_state.get("delete_round", 0) + 1
@@ -581,7 +606,7 @@ def _show_retrieval(t: Tr, result: Any) -> None:
         width="stretch",
     )
     for item in result.items:
-        with st.expander(f"{item.rank}. {item.label}"):
+        with st.expander(f"{item.rank}\\. {escape_markdown(item.label)}"):
             st.caption(t("kept_text"))
             st.text(item.compressed_text)
             st.caption(t("full_text"))
@@ -759,7 +784,9 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
     version = _act(t, lang, theme.load_data)
     for entry in entries[:100]:
         icon = "👍" if entry.is_positive else "👎"
-        with st.expander(f"{icon} {entry.created_at} — {entry.question[:90]}"):
+        # The question is the chat user's text: a label renders Markdown (images too).
+        label = escape_markdown(f"{entry.created_at} — {entry.question[:90]}")
+        with st.expander(f"{icon} {label}"):
             st.markdown(f"**{t('question')}**")
             st.text(entry.question)
             st.markdown(f"**{t('answer')}**")
@@ -820,7 +847,7 @@ def main() -> None:
         return
     version_name = _act(t, lang, theme.storage.current_version_name)
     st.caption(
-        f"**{theme.settings.title or theme.name}** — "
+        f"**{escape_markdown(theme.settings.title or theme.name)}** — "
         + t("index_version", version=version_name or "—")
     )
     tabs = st.tabs(
