@@ -35,7 +35,7 @@ from tracer.conversation import ChatEntry, Conversation, FollowUp, follow_up_pro
 from tracer.cookie_cipher import CookieCipher
 from tracer.cookie_secret import cookie_password
 from tracer.history_store import CookieHistoryStore, HistoryStore
-from tracer.render import DisplayMode, escape_markdown, render_answer
+from tracer.render import DisplayMode, escape_markdown, render_answer, strip_control
 from tracer.streamlit_tracer import StreamlitChatTracer
 from tracer.theme_choice import choose_theme
 from tracer.ui_text import (
@@ -160,7 +160,8 @@ def show_sources(entry: ChatEntry, index: IndexVersion, lang: str) -> None:
         label = f"{escape_markdown(s.file)}{page} · {text(lang, 'score')} {s.score:.2f}"
         with st.expander(label, icon=":material/description:"):
             node = index.vectors.get(s.chunk_id) if s.chunk_id else None
-            st.text(node.get_content() if node is not None else s.snippet)
+            # Shown as text; control and bidi-override characters would disguise it.
+            st.text(strip_control(node.get_content() if node is not None else s.snippet))
 
 
 def show_stop(entry: ChatEntry, lang: str, is_last: bool) -> None:

@@ -3,7 +3,8 @@
 Glue only: it reads state, calls ``manager`` and ``themes`` (each tested directly) and
 renders. Nothing but the login is shown until an admin authenticates; with no admin
 configured the page says how to configure one. Document and model text is shown with
-``st.text``/``st.code``/``st.dataframe`` or escaped Markdown, never as HTML.
+``st.text``/``st.code``/``st.dataframe`` (without control or bidi-override characters) or
+escaped Markdown, never as HTML; answers go through ``render_answer`` (no image, no HTML).
 """
 
 from __future__ import annotations
@@ -50,10 +51,10 @@ from manager.regression import (
 )
 from manager.uploads import parse_url_lines, progress_fraction, stage_uploads, stage_urls
 from themes.ingest import IngestProgress, clear_index, health, repair
-from themes.readers import SUPPORTED_EXTENSIONS
+from themes.readers import SUPPORTED_EXTENSIONS, RejectedFile, safe_file_name
 from themes.retrieval import HybridRetriever
 from themes.theme import Theme, ThemeRepository
-from tracer.render import escape_markdown, render_answer
+from tracer.render import escape_markdown, render_answer, strip_control
 
 logger = logging.getLogger("chatitego.rag_manager")
 T = TypeVar("T")
@@ -438,6 +439,21 @@ def _show_batch(t: Tr, theme: Theme) -> None:
         _show_comparison(t, outcome.regression)
 
 
+def _renamed_uploads(uploads: list[Any]) -> list[tuple[str, str]]:
+    """(uploaded name, stored name) of each upload stored under another name: a path,
+    control characters or a reserved name were taken out (unusable names are refused
+    with their reason in the statuses table)."""
+    renamed = []
+    for upload in uploads:
+        try:
+            stored = safe_file_name(upload.name)
+        except RejectedFile:
+            continue
+        if stored != upload.name:
+            renamed.append((upload.name, stored))
+    return renamed
+
+
 def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
     config = get_config()
     _show_batch(t, theme)
@@ -469,6 +485,8 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
                         progress=progress,
                     )
 
+            for original, stored in _renamed_uploads(uploads or []):
+                _flash("info", t("renamed", original=original[:80], name=stored))
             st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
             _run_batch(t, lang, theme, work)
 
@@ -577,7 +595,7 @@ def _inspect_tab(t: Tr, lang: str, theme: Theme) -> None:
         if chunk.page is not None:
             header += " — " + t("chunk_page_info", page=chunk.page)
         with st.expander(header):
-            st.text(chunk.text)
+            st.text(strip_control(chunk.text))
             st.caption(f"{t('metadata')} — {chunk.node_id}")
             st.json(dict(chunk.metadata), expanded=False)
 
@@ -608,11 +626,11 @@ def _show_retrieval(t: Tr, result: Any) -> None:
     for item in result.items:
         with st.expander(f"{item.rank}\\. {escape_markdown(item.label)}"):
             st.caption(t("kept_text"))
-            st.text(item.compressed_text)
+            st.text(strip_control(item.compressed_text))
             st.caption(t("full_text"))
-            st.text(item.text)
+            st.text(strip_control(item.text))
     with st.expander(t("context")):
-        st.code(result.context_text(), language=None)
+        st.code(strip_control(result.context_text()), language=None)
     timings = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
     st.caption(t("timings", timings=timings))
 
@@ -788,7 +806,7 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
         label = escape_markdown(f"{entry.created_at} — {entry.question[:90]}")
         with st.expander(f"{icon} {label}"):
             st.markdown(f"**{t('question')}**")
-            st.text(entry.question)
+            st.text(strip_control(entry.question))
             st.markdown(f"**{t('answer')}**")
             st.markdown(render_answer(entry.answer))
             if entry.sources:
@@ -822,7 +840,7 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
                         st.caption(t("chunk_gone", chunk=source.chunk_id or source.file))
                     else:
                         st.caption(chunk.node_id)
-                        st.text(chunk.text)
+                        st.text(strip_control(chunk.text))
 
 
 # ------------------------------------------------------------------------------ page

@@ -130,6 +130,11 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Choisissez des fichiers ou tapez des adresses.",
         "Choose files or type addresses.",
     ),
+    "renamed": (
+        "« {original} » est enregistré sous le nom « {name} » (dossiers, caractères de "
+        "contrôle ou interdits retirés).",
+        "“{original}” is stored as “{name}” (folders, control or forbidden characters removed).",
+    ),
     "loading_model": ("Chargement du modèle d'embeddings…", "Loading the embedding model…"),
     "stage_reading": ("Lecture de {file}", "Reading {file}"),
     "stage_chunking": ("Découpage en passages", "Splitting into chunks"),
