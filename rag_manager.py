@@ -596,7 +596,8 @@ def _inspect_tab(t: Tr, lang: str, theme: Theme) -> None:
             header += " — " + t("chunk_page_info", page=chunk.page)
         with st.expander(header):
             st.text(strip_control(chunk.text))
-            st.caption(f"{t('metadata')} — {chunk.node_id}")
+            # A node id starts with the document's file name: text, not Markdown.
+            st.caption(f"{t('metadata')} — {escape_markdown(chunk.node_id)}")
             st.json(dict(chunk.metadata), expanded=False)
 
 
@@ -839,7 +840,7 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
                     if chunk is None:
                         st.caption(t("chunk_gone", chunk=source.chunk_id or source.file))
                     else:
-                        st.caption(chunk.node_id)
+                        st.caption(escape_markdown(chunk.node_id))
                         st.text(strip_control(chunk.text))
 
 
