@@ -162,7 +162,7 @@ def test_html_and_remote_images_from_the_model_are_shown_as_text(
     text = markdown_text(at)
     assert "<script>" not in text and "<img" not in text and "<b>" not in text
     assert "&lt;script>" in text and "&lt;img src=x onerror=alert(1)>" in text
-    assert "![pixel]" not in text and "🖼 [pixel](https://evil.example/p.png)" in text
+    assert "![pixel]" not in text and "\\[image\\] [pixel](https://evil.example/p.png)" in text
     assert all(not m.allow_html for m in at.markdown)  # no element opted into raw HTML
 
 

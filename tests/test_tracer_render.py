@@ -87,7 +87,7 @@ def test_no_image_or_html_survives_the_answer_filter(payload: str) -> None:
 
 
 def test_an_image_becomes_a_link_with_its_alt_text() -> None:
-    assert render_answer("![schéma](http://h/x.png)") == "🖼 [schéma](http://h/x.png)"
+    assert render_answer("![schéma](http://h/x.png)") == "\\[image\\] [schéma](http://h/x.png)"
 
 
 def test_an_escaped_bang_is_left_as_written() -> None:
@@ -125,6 +125,19 @@ def test_the_neutraliser_itself_leaves_no_image(text: str) -> None:
     lines = text.splitlines(keepends=True)
     safe = "".join(line if i in code else _neutralise(line) for i, line in enumerate(lines))
     assert active_tokens(safe) == []
+
+
+@pytest.mark.parametrize(
+    "text", ["http://h/x.png", "https://h", "www.evil.example", "WWW.EVIL.EXAMPLE", "bob@evil.ex"]
+)
+def test_escaped_text_gives_gfm_no_bare_url_to_link(text: str) -> None:
+    # Issue 11 finding 8: GFM links bare URLs found in the text after escapes are resolved,
+    # so "?theme=[x](http://h)" showed a working link in the page's error box.
+    escaped = escape_markdown(f"voir {text} ici")
+    plain = escaped.replace("\\", "")
+    assert not any(trigger in plain for trigger in ("://", "www.", "WWW."))
+    assert "@" not in plain.replace("\u2060@", "")  # an e-mail needs a name right before "@"
+    assert escaped.replace("\\", "").replace("\u2060", "") == f"voir {text} ici"
 
 
 def test_control_and_bidi_characters_are_stripped() -> None:

@@ -53,6 +53,8 @@ _STYLE: dict[ReActType, tuple[str, str, str]] = {
 }
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+_WORD_JOINER = "\u2060"
+_AUTOLINK_TRIGGER = re.compile(r":/|www\.|@", re.IGNORECASE)
 # Characters that Markdown (and Streamlit's extensions) give a meaning to.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:$])")
 
@@ -75,7 +77,12 @@ def strip_control(text: str) -> str:
 
 def escape_markdown(text: str) -> str:
     """Text shown literally by a Markdown renderer: no HTML, no links, no images."""
-    text = strip_control(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = strip_control(text)
+    # GFM links bare URLs, www. names and e-mails in the text itself, escapes or not
+    # (seen: "?theme=![x](http://h/p.png)" gave a working link in the error box, issue 11
+    # finding 8): an invisible word joiner breaks each of them.
+    text = _AUTOLINK_TRIGGER.sub(lambda m: m.group(0)[:-1] + _WORD_JOINER + m.group(0)[-1], text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
@@ -99,7 +106,8 @@ def render_block(block: ReActBlock, language: str = "fr") -> str:
 _IMAGE_START = re.compile(r"(\\*)!\[")
 # ``<`` opening a tag, a comment, a declaration or a processing instruction.
 _TAG_START = re.compile(r"(\\*)<(?=[A-Za-z/!?])")
-_IMAGE_MARK = "🖼 ["
+# Plain text (an emoji may have no glyph): "[image]", escaped so it never links.
+_IMAGE_MARK = "\\[image\\] ["
 _ACTIVE_TOKENS = frozenset({"image", "html_inline", "html_block"})
 _CODE_TOKENS = frozenset({"fence", "code_block"})
 _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
