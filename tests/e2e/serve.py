@@ -43,6 +43,7 @@ def main() -> None:
         "browser_gatherUsageStats": False,
         "server_fileWatcherType": "none",
         "global_developmentMode": False,
+        "server_allowedHosts": ["localhost", "127.0.0.1"],  # as ./run.sh on localhost
     }
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(str(ROOT / page), False, [], flags)
