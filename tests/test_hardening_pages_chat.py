@@ -72,7 +72,8 @@ def live_tokens(markdown: str, *, links: bool = True) -> list[str]:
 def every_markdown(at: AppTest) -> list[str]:
     """Every piece of the page that Streamlit renders as Markdown, labels included."""
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [getattr(e, "value", "") for k in ("error", "warning", "info", "success") for e in at.get(k)]
+    alerts = ("error", "warning", "info", "success")
+    parts += [getattr(e, "value", "") for k in alerts for e in at.get(k)]
     parts += [e.label for e in at.expander] + [t.value for t in at.title]
     return [str(p) for p in parts]
 

@@ -36,9 +36,11 @@ TRACKER = "http://127.0.0.1:9"  # never contacted: these tests read the page's M
 def every_markdown(at: AppTest) -> list[str]:
     """Every piece of the page that Streamlit renders as Markdown, labels included."""
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [getattr(e, "value", "") for k in ("error", "warning", "info", "success") for e in at.get(k)]
+    alerts = ("error", "warning", "info", "success")
+    parts += [getattr(e, "value", "") for k in alerts for e in at.get(k)]
     parts += [e.label for e in at.expander] + [t.value for t in at.title]
-    parts += [getattr(w, "label", "") for k in ("text_input", "checkbox", "toggle") for w in at.get(k)]
+    widgets = ("text_input", "checkbox", "toggle")
+    parts += [getattr(w, "label", "") for k in widgets for w in at.get(k)]
     return [str(p) for p in parts]
 
 
