@@ -25,13 +25,17 @@ from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 from engine.engine import ReActEngine
 from engine.models.app_settings import AppSettingsManager, get_app_settings
 from engine.settings import AppConfig, get_config
+from engine.transport import redact
 from engine.types import StopReason
 from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
 from themes.index_storage import IndexVersion
 from themes.theme import Theme, ThemeRepository
+from tracer.browser_cookies import SealedCookies, save_browser_cookies, sync_browser_cookies
 from tracer.conversation import ChatEntry, Conversation, FollowUp, follow_up_prompt, follow_ups
+from tracer.cookie_cipher import CookieCipher
+from tracer.cookie_secret import cookie_password
 from tracer.history_store import CookieHistoryStore, HistoryStore
-from tracer.render import DisplayMode, escape_markdown, render_answer
+from tracer.render import DisplayMode, escape_markdown, render_answer, strip_control
 from tracer.streamlit_tracer import StreamlitChatTracer
 from tracer.theme_choice import choose_theme
 from tracer.ui_text import (
@@ -46,6 +50,7 @@ from tracer.ui_text import (
 logger = logging.getLogger("chatitego.page")
 S = st.session_state
 DETAILS = ("concise", "standard", "detailed")
+COOKIE_PREFIX = "chatitego."
 MAX_TURN_RESUMES = 3  # a turn interrupted by more reruns than this ends as cancelled
 
 st.set_page_config(page_title="Chatitego", page_icon="💬", layout="centered")
@@ -57,21 +62,19 @@ def history_store(config: AppConfig) -> HistoryStore | None:
     injected = S.get("_history_store")
     if injected is not None:
         return injected  # type: ignore[no-any-return]
-    from streamlit_cookies_manager import EncryptedCookieManager
-
-    from tracer.cookie_secret import cookie_password
-
-    cookies = EncryptedCookieManager(prefix="chatitego.", password=cookie_password(config))
-    if not cookies.ready():
+    cookies = sync_browser_cookies(COOKIE_PREFIX)
+    if cookies is None:
         return None
     S["_cookies"] = cookies
-    return CookieHistoryStore(cookies)
+    store = CookieHistoryStore(SealedCookies(cookies, CookieCipher(cookie_password(config))))
+    store.forget_legacy()
+    return store
 
 
 def save_cookies() -> None:
     cookies = S.get("_cookies")
     if cookies is not None:
-        cookies.save()
+        save_browser_cookies(cookies)
 
 
 def load_prefs(store: HistoryStore, config: AppConfig) -> None:
@@ -113,7 +116,7 @@ def ensure_models(config: AppConfig, lang: str) -> bool:
         except Exception as exc:  # noqa: BLE001 - shown to the user as a sentence
             logger.exception("model loading failed")
             status.update(state="error")
-            st.error(text(lang, "model_failed", error=str(exc)))
+            st.error(text(lang, "model_failed", error=redact(str(exc), config.secrets())))
             st.info(text(lang, "model_failed_hint"))
             return False
         status.update(state="complete")
@@ -142,6 +145,7 @@ def conversation_for(theme: str, store: HistoryStore) -> Conversation:
 def persist(theme: str, conversation: Conversation, store: HistoryStore) -> None:
     saved = store.save(theme, conversation.entries)
     S.dropped = saved.dropped
+    S.themes_cut = saved.themes_cut
     store.put("theme", theme)
     save_cookies()
 
@@ -156,7 +160,8 @@ def show_sources(entry: ChatEntry, index: IndexVersion, lang: str) -> None:
         label = f"{escape_markdown(s.file)}{page} · {text(lang, 'score')} {s.score:.2f}"
         with st.expander(label, icon=":material/description:"):
             node = index.vectors.get(s.chunk_id) if s.chunk_id else None
-            st.text(node.get_content() if node is not None else s.snippet)
+            # Shown as text; control and bidi-override characters would disguise it.
+            st.text(strip_control(node.get_content() if node is not None else s.snippet))
 
 
 def show_stop(entry: ChatEntry, lang: str, is_last: bool) -> None:
@@ -401,7 +406,8 @@ def main() -> None:
             index = load_theme_index(str(config.data_dir), theme.name, version)
     except Exception as exc:  # noqa: BLE001 - a damaged index is the admin's to repair
         logger.exception("index of %s failed to load", theme.name)
-        st.error(text(lang, "index_failed", theme=theme.name, error=exc))
+        error = redact(str(exc), config.secrets())
+        st.error(text(lang, "index_failed", theme=theme.name, error=error))
         return
     if index.name is None:
         st.info(text(lang, "empty_index"))
@@ -419,6 +425,8 @@ def main() -> None:
         )
     if S.get("dropped"):
         st.caption(text(lang, "older_not_kept", n=S.dropped))
+    if S.get("themes_cut"):
+        st.caption(text(lang, "other_themes_not_kept", themes=", ".join(S.themes_cut)))
 
     placeholder = text(
         lang, "reply_placeholder" if conversation.waiting_for_user else "chat_placeholder"

@@ -3,7 +3,8 @@
 Glue only: it reads state, calls ``manager`` and ``themes`` (each tested directly) and
 renders. Nothing but the login is shown until an admin authenticates; with no admin
 configured the page says how to configure one. Document and model text is shown with
-``st.text``/``st.code``/``st.dataframe`` or escaped Markdown, never as HTML.
+``st.text``/``st.code``/``st.dataframe`` (without control or bidi-override characters) or
+escaped Markdown, never as HTML; answers go through ``render_answer`` (no image, no HTML).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.settings import get_config
+from engine.transport import redact
 from manager.auth import (
     AdminSession,
     InvalidPasswordHash,
@@ -52,10 +54,10 @@ from manager.regression import (
 )
 from manager.uploads import parse_url_lines, progress_fraction, stage_uploads, stage_urls
 from themes.ingest import IngestProgress, health
-from themes.readers import SUPPORTED_EXTENSIONS
+from themes.readers import SUPPORTED_EXTENSIONS, RejectedFile, safe_file_name
 from themes.retrieval import HybridRetriever
 from themes.theme import Theme, ThemeRepository
-from tracer.render import escape_markdown, render_answer
+from tracer.render import escape_markdown, render_answer, strip_control
 
 logger = logging.getLogger("chatitego.rag_manager")
 T = TypeVar("T")
@@ -83,6 +85,16 @@ def _secret(section: str, key: str | None = None) -> Any:
         return None
 
 
+def _client_key() -> str:
+    """Who is trying to log in, for the throttle: the connection's address (the same for
+    every tab of a browser). Streamlit gives None on loopback: local users share one key."""
+    try:
+        address = st.context.ip_address
+    except Exception:  # noqa: BLE001 - no client context: one shared key
+        address = None
+    return address if isinstance(address, str) and address else "local"
+
+
 def _password_hash() -> str | None:
     configured = get_config().admin_password_hash
     if configured is not None and configured.get_secret_value().strip():
@@ -101,8 +113,9 @@ def _act(t: Tr, lang: str, action: Callable[[], T]) -> T | None:
             logger.exception("RAG Manager action failed")
             message = t("unexpected")
             if get_config().mode == "development":
-                message += f" ({type(exc).__name__}: {exc})"
-        st.error(message)
+                message += f" ({type(exc).__name__}: {redact(str(exc), get_config().secrets())})"
+        # A message may quote what the admin typed or a file name: shown as text.
+        st.error(escape_markdown(message))
         return None
 
 
@@ -165,7 +178,7 @@ def _access_granted(t: Tr, lang: str) -> bool:
             submitted = st.form_submit_button(t("login"))
         if submitted:
             try:
-                outcome = _throttle().attempt(password, password_hash)
+                outcome = _throttle().attempt(password, password_hash, client=_client_key())
             except InvalidPasswordHash as exc:
                 st.error(t("bad_hash", error=exc))
                 return False
@@ -181,9 +194,15 @@ def _access_granted(t: Tr, lang: str) -> bool:
     return False
 
 
+def _oidc_logged_in() -> bool:
+    # st.user has no "is_logged_in" without an [auth] section (seen: logout crashed with
+    # AttributeError, issue 11 finding 6): read it as a mapping key.
+    return bool(st.user.get("is_logged_in", False))
+
+
 def _oidc_login(t: Tr, session: AdminSession, now: float) -> bool:
     user = st.user
-    if not user.is_logged_in:
+    if not _oidc_logged_in():
         if st.button(t("login_oidc")):
             st.login()
         return False
@@ -200,12 +219,19 @@ def _oidc_login(t: Tr, session: AdminSession, now: float) -> bool:
 
 # ------------------------------------------------------------------------------ sidebar
 
+_NEXT_THEME = "theme_select_next"  # the theme to select on the next run
+
 
 def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
     with st.sidebar:
         summaries = {s.name: s for s in theme_summaries(repo)}
         st.header(t("themes"))
         selected: str | None = None
+        # A theme created on the previous run: selected before the selectbox exists
+        # (setting its key after drawing it raised StreamlitAPIException, finding 3).
+        pending = st.session_state.pop(_NEXT_THEME, None)
+        if pending in summaries:
+            st.session_state["theme_select"] = pending
         if summaries:
             if st.session_state.get("theme_select") not in summaries:
                 st.session_state["theme_select"] = next(iter(summaries))
@@ -245,13 +271,13 @@ def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
                     ),
                 )
                 if created is not None:
-                    st.session_state["theme_select"] = created.name
+                    st.session_state[_NEXT_THEME] = created.name
                     _flash("success", t("created", name=created.name))
                     st.rerun()
         st.divider()
         if st.button(t("logout"), key="logout"):
             st.session_state["admin"].close()
-            if st.user.is_logged_in:
+            if _oidc_logged_in():
                 st.logout()
             st.rerun()
     if selected is None:
@@ -416,6 +442,21 @@ def _show_batch(t: Tr, theme: Theme) -> None:
         _show_comparison(t, outcome.regression)
 
 
+def _renamed_uploads(uploads: list[Any]) -> list[tuple[str, str]]:
+    """(uploaded name, stored name) of each upload stored under another name: a path,
+    control characters or a reserved name were taken out (unusable names are refused
+    with their reason in the statuses table)."""
+    renamed = []
+    for upload in uploads:
+        try:
+            stored = safe_file_name(upload.name)
+        except RejectedFile:
+            continue
+        if stored != upload.name:
+            renamed.append((upload.name, stored))
+    return renamed
+
+
 def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
     config = get_config()
     _show_batch(t, theme)
@@ -447,6 +488,8 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
                         progress=progress,
                     )
 
+            for original, stored in _renamed_uploads(uploads or []):
+                _flash("info", t("renamed", original=original[:80], name=stored))
             st.session_state["upload_round"] = st.session_state.get("upload_round", 0) + 1
             _run_batch(t, lang, theme, work)
 
@@ -490,7 +533,7 @@ def _documents_tab(t: Tr, lang: str, theme: Theme) -> None:
                 if result.status == "removed":
                     _flash("success", t("doc_deleted", name=name, chunks=result.removed_chunks))
                 else:
-                    _flash("warning", f"{name} : {result.reason}")
+                    _flash("warning", escape_markdown(f"{name} : {result.reason}"))
                 st.session_state.pop("batch", None)
                 # A new key unticks the confirmation (deleting a widget's state does not).
                 st.session_state["delete_round"] = st.session_state.get("delete_round", 0) + 1
@@ -555,8 +598,9 @@ def _inspect_tab(t: Tr, lang: str, theme: Theme) -> None:
         if chunk.page is not None:
             header += " — " + t("chunk_page_info", page=chunk.page)
         with st.expander(header):
-            st.text(chunk.text)
-            st.caption(f"{t('metadata')} — {chunk.node_id}")
+            st.text(strip_control(chunk.text))
+            # A node id starts with the document's file name: text, not Markdown.
+            st.caption(f"{t('metadata')} — {escape_markdown(chunk.node_id)}")
             st.json(dict(chunk.metadata), expanded=False)
 
 
@@ -584,13 +628,13 @@ def _show_retrieval(t: Tr, result: Any) -> None:
         width="stretch",
     )
     for item in result.items:
-        with st.expander(f"{item.rank}. {item.label}"):
+        with st.expander(f"{item.rank}\\. {escape_markdown(item.label)}"):
             st.caption(t("kept_text"))
-            st.text(item.compressed_text)
+            st.text(strip_control(item.compressed_text))
             st.caption(t("full_text"))
-            st.text(item.text)
+            st.text(strip_control(item.text))
     with st.expander(t("context")):
-        st.code(result.context_text(), language=None)
+        st.code(strip_control(result.context_text()), language=None)
     timings = ", ".join(f"{k} {v:.0f}" for k, v in result.timings_ms.items())
     st.caption(t("timings", timings=timings))
 
@@ -770,9 +814,11 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
     version = _act(t, lang, theme.load_data)
     for entry in entries[:100]:
         icon = "👍" if entry.is_positive else "👎"
-        with st.expander(f"{icon} {entry.created_at} — {entry.question[:90]}"):
+        # The question is the chat user's text: a label renders Markdown (images too).
+        label = escape_markdown(f"{entry.created_at} — {entry.question[:90]}")
+        with st.expander(f"{icon} {label}"):
             st.markdown(f"**{t('question')}**")
-            st.text(entry.question)
+            st.text(strip_control(entry.question))
             st.markdown(f"**{t('answer')}**")
             st.markdown(render_answer(entry.answer))
             if entry.sources:
@@ -805,8 +851,8 @@ def _review_tab(t: Tr, lang: str, theme: Theme) -> None:
                     if chunk is None:
                         st.caption(t("chunk_gone", chunk=source.chunk_id or source.file))
                     else:
-                        st.caption(chunk.node_id)
-                        st.text(chunk.text)
+                        st.caption(escape_markdown(chunk.node_id))
+                        st.text(strip_control(chunk.text))
 
 
 # ------------------------------------------------------------------------------ page
@@ -831,7 +877,7 @@ def main() -> None:
         return
     version_name = _act(t, lang, theme.storage.current_version_name)
     st.caption(
-        f"**{theme.settings.title or theme.name}** — "
+        f"**{escape_markdown(theme.settings.title or theme.name)}** — "
         + t("index_version", version=version_name or "—")
     )
     tabs = st.tabs(

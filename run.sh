@@ -18,13 +18,23 @@ fi
 CHAT_PORT="${CHATITEGO_PORT:-8501}"
 MANAGER_PORT="${CHATITEGO_MANAGER_PORT:-$((CHAT_PORT + 1))}"
 ADDRESS="${CHATITEGO_ADDRESS:-localhost}"
-details=()
+# Streamlit refuses uploads above this before the page sees them: the configured limit.
+UPLOAD_MB="$(.venv/bin/python -c 'from engine.settings import get_config as c; print(c().max_upload_mb)')"
+flags=(--server.headless true --server.maxUploadSize "$UPLOAD_MB")
+if [ "$ADDRESS" = "localhost" ] || [ "$ADDRESS" = "127.0.0.1" ]; then
+    # DNS rebinding: a page of another site whose name resolves to 127.0.0.1 may not open
+    # the app's WebSocket (set server.allowedHosts yourself when serving a network name).
+    flags+=(--server.allowedHosts localhost --server.allowedHosts 127.0.0.1)
+fi
 if [ "${CHATITEGO_MODE:-production}" = "development" ]; then
-    details=(--client.showErrorDetails=full)
+    flags+=(--client.showErrorDetails=full)
 fi
 streamlit_run() {
-    .venv/bin/python -m streamlit run "$1" --server.port "$2" --server.address "$ADDRESS" \
-        --server.headless true "${details[@]}"
+    # Browsers still holding the cookies of earlier versions (one per theme) may send a
+    # Cookie header over websockets' 8 KB line limit (431, page stuck): 16 KB lets them
+    # load once, and the chat page deletes those cookies (issue 11 finding 2).
+    WEBSOCKETS_MAX_LINE_LENGTH=16384 .venv/bin/python -m streamlit run "$1" \
+        --server.port "$2" --server.address "$ADDRESS" "${flags[@]}"
 }
 
 mkdir -p data

@@ -3,10 +3,10 @@
 A hash is one self-describing line, ``scrypt$<n>$<r>$<p>$<salt b64>$<hash b64>``, made by
 ``python -m manager hash-password`` and put in ``chatitego.toml``
 (``admin_password_hash = "..."``) or the ``ADMIN_PASSWORD_HASH`` environment variable.
-Checks are constant-time (``hmac.compare_digest``). Failed logins are throttled for the
-whole process, not per browser session (a new tab must not reset the count): after
-``FREE_ATTEMPTS`` failures each new attempt waits an exponentially growing delay. A
-session expires after a period without activity.
+Checks are constant-time (``hmac.compare_digest``). Failed logins are throttled per
+client address, not per browser session (a new tab must not reset the count), with a
+global pace over all clients that slows a crowd down without locking anyone out
+(``LoginThrottle``). A session expires after a period without activity.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import hmac
 import secrets
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 SCHEME = "scrypt"
@@ -31,9 +32,13 @@ DEFAULT_P = 1
 SALT_BYTES = 16
 KEY_BYTES = 32
 _MAX_N = 2**20  # refuse absurd parameters from a tampered configuration (memory bomb)
-FREE_ATTEMPTS = 5
+FREE_ATTEMPTS = 5  # failures of one client before it must wait
 FIRST_DELAY_S = 5.0
-MAX_DELAY_S = 15 * 60.0
+MAX_DELAY_S = 5 * 60.0
+FAILURE_MEMORY_S = 15 * 60.0  # a failure older than this no longer counts
+GLOBAL_CHECKS_PER_S = 2.0  # password checks per second over all clients (scrypt ~50-100 ms)
+MAX_QUEUE_S = 10.0  # longest wait for a turn under the global pace before "retry later"
+MAX_CLIENTS = 10_000  # clients remembered (oldest idle ones forgotten first)
 
 
 class InvalidPasswordHash(ValueError):
@@ -110,39 +115,108 @@ class LoginOutcome:
     retry_after_s: float = 0.0
 
 
+@dataclass
+class _Client:
+    failures: deque[float] = field(default_factory=deque)  # times of the recent failures
+    blocked_until: float = 0.0
+    checking: bool = False  # a password check of this client is running
+
+
 class LoginThrottle:
-    """Process-wide count of failed logins; thread-safe (Streamlit sessions are threads)."""
+    """Failed-login throttling; thread-safe (Streamlit sessions are threads).
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    Per client (``client``: its address, the same for every tab and session of a browser,
+    so a new tab does not reset it): one password check at a time, ``FREE_ATTEMPTS``
+    failures free, then a delay doubling from ``FIRST_DELAY_S`` up to ``MAX_DELAY_S``;
+    a failure is forgotten after ``FAILURE_MEMORY_S``. Over all clients, checks are
+    spaced by ``1 / checks_per_s``: a crowd of clients is slowed down (each waits its
+    turn, at most ``MAX_QUEUE_S``), never locked out, and one client's failures never
+    lock out another (seen: one process-wide count let anyone lock the admin out for
+    15 min, and 12 tabs at once got 11 checks; issue 11 finding 7).
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        checks_per_s: float = GLOBAL_CHECKS_PER_S,
+    ) -> None:
         self._clock = clock
+        self._sleep = sleep
+        self._spacing_s = 1.0 / checks_per_s
         self._lock = threading.Lock()
-        self.failures = 0
-        self._blocked_until = 0.0
+        self._clients: OrderedDict[str, _Client] = OrderedDict()
+        self._next_check_at = 0.0
 
-    def wait_s(self) -> float:
-        """Seconds before the next attempt is accepted (0 = now)."""
+    def failures(self, client: str = "") -> int:
+        """Recent failures of ``client`` (those not yet forgotten)."""
         with self._lock:
-            return max(0.0, self._blocked_until - self._clock())
+            return len(self._client(client, self._clock()).failures)
 
-    def attempt(self, password: str, encoded: str) -> LoginOutcome:
+    def wait_s(self, client: str = "") -> float:
+        """Seconds before ``client``'s next attempt is accepted (0 = now)."""
+        with self._lock:
+            now = self._clock()
+            return max(0.0, self._client(client, now).blocked_until - now)
+
+    def attempt(self, password: str, encoded: str, client: str = "") -> LoginOutcome:
         """Check ``password`` unless throttled; records the failure or resets on success."""
-        with self._lock:
-            wait = self._blocked_until - self._clock()
+        admitted = self._admit(client)
+        if isinstance(admitted, LoginOutcome):
+            return admitted
+        state, wait = admitted
+        try:
             if wait > 0:
-                return LoginOutcome(LoginResult.THROTTLED, wait)
-        ok = verify_password(password, encoded)
+                self._sleep(wait)  # the global pace: a crowd waits its turn
+            ok = verify_password(password, encoded)
+        finally:
+            with self._lock:
+                state.checking = False
+        return self._record(state, ok)
+
+    def _admit(self, client: str) -> LoginOutcome | tuple[_Client, float]:
+        """Reserve a check for ``client`` (and its place in the global pace), or refuse."""
         with self._lock:
+            now = self._clock()
+            state = self._client(client, now)
+            if state.checking:
+                return LoginOutcome(LoginResult.THROTTLED, self._spacing_s)
+            if state.blocked_until > now:
+                return LoginOutcome(LoginResult.THROTTLED, state.blocked_until - now)
+            start = max(now, self._next_check_at)
+            if start - now > MAX_QUEUE_S:
+                return LoginOutcome(LoginResult.THROTTLED, start - now - MAX_QUEUE_S)
+            self._next_check_at = start + self._spacing_s
+            state.checking = True
+            return state, start - now
+
+    def _record(self, state: _Client, ok: bool) -> LoginOutcome:
+        with self._lock:
+            now = self._clock()
             if ok:
-                self.failures = 0
-                self._blocked_until = 0.0
+                state.failures.clear()
+                state.blocked_until = 0.0
                 return LoginOutcome(LoginResult.OK)
-            self.failures += 1
-            extra = self.failures - FREE_ATTEMPTS
-            if extra >= 0:
-                delay = min(MAX_DELAY_S, FIRST_DELAY_S * 2**extra)
-                self._blocked_until = self._clock() + delay
-                return LoginOutcome(LoginResult.WRONG, delay)
-            return LoginOutcome(LoginResult.WRONG)
+            state.failures.append(now)
+            extra = len(state.failures) - FREE_ATTEMPTS
+            if extra < 0:
+                return LoginOutcome(LoginResult.WRONG)
+            delay = min(MAX_DELAY_S, FIRST_DELAY_S * 2**extra)
+            state.blocked_until = now + delay
+            return LoginOutcome(LoginResult.WRONG, delay)
+
+    def _client(self, client: str, now: float) -> _Client:
+        """``client``'s state, its old failures forgotten (call with the lock held)."""
+        state = self._clients.pop(client, None) or _Client()
+        self._clients[client] = state  # most recently seen last
+        while state.failures and now - state.failures[0] > FAILURE_MEMORY_S:
+            state.failures.popleft()
+        while len(self._clients) > MAX_CLIENTS:
+            oldest, old_state = next(iter(self._clients.items()))
+            if old_state.checking or old_state.blocked_until > now:
+                break  # never forget a client that is being checked or is blocked
+            del self._clients[oldest]
+        return state
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tracer.render import plain_fields
+
 Language = str  # "fr" or "en"
 
 # key: (French, English); ``{name}`` fields are filled by ``str.format``.
@@ -127,6 +129,11 @@ TEXTS: dict[str, tuple[str, str]] = {
     "nothing_to_ingest": (
         "Choisissez des fichiers ou tapez des adresses.",
         "Choose files or type addresses.",
+    ),
+    "renamed": (
+        "« {original} » est enregistré sous le nom « {name} » (dossiers, caractères de "
+        "contrôle ou interdits retirés).",
+        "“{original}” is stored as “{name}” (folders, control or forbidden characters removed).",
     ),
     "loading_model": ("Chargement du modèle d'embeddings…", "Loading the embedding model…"),
     "stage_reading": ("Lecture de {file}", "Reading {file}"),
@@ -282,6 +289,7 @@ def texts(language: Language) -> Callable[..., str]:
 
     def t(key: str, **fields: Any) -> str:
         text = TEXTS[key][index]
-        return text.format(**fields) if fields else text
+        # Every sentence is shown as Markdown: the fields (names, titles, errors) as text.
+        return text.format(**plain_fields(fields)) if fields else text
 
     return t

@@ -20,7 +20,7 @@ from tests.fakes import ScriptedLLM
 from tests.test_engine_corpus import act
 from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture
 from themes.feedback import list_feedback
-from tracer.history_store import CookieHistoryStore
+from tracer.history_store import CookieHistoryStore, decode_conversations
 from tracer.render import DisplayMode, escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "chatitego.py")
@@ -76,7 +76,7 @@ def test_a_question_gets_the_reasoning_panel_the_answer_and_its_sources(
     # The sources: file, page and score in an expander holding the chunk.
     labels = [e.label for e in at.expander]
     assert any(POLICY in label and "score" in label for label in labels)
-    assert "h.hr" in cookies and cookies["theme"] == "hr"
+    assert "hr" in decode_conversations(cookies["h"]) and cookies["theme"] == "hr"
 
 
 def test_the_conversation_comes_back_from_the_cookie_after_a_reload(
@@ -161,8 +161,8 @@ def test_html_and_remote_images_from_the_model_are_shown_as_text(
     assert not at.exception
     text = markdown_text(at)
     assert "<script>" not in text and "<img" not in text and "<b>" not in text
-    assert "&lt;script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "https://evil.example/p.png" not in text and "[image: pixel]" in text
+    assert "&lt;script>" in text and "&lt;img src=x onerror=alert(1)>" in text
+    assert "![pixel]" not in text and "\\[image\\] [pixel](https://evil.example/p.png)" in text
     assert all(not m.allow_html for m in at.markdown)  # no element opted into raw HTML
 
 

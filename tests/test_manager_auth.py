@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from manager import auth, cli
 from manager.auth import (
     AdminSession,
     InvalidPasswordHash,
+    LoginOutcome,
     LoginResult,
     LoginThrottle,
     hash_password,
@@ -83,17 +86,28 @@ def test_empty_password_cannot_be_hashed() -> None:
 
 
 class Clock:
+    """A fake monotonic clock; its ``sleep`` advances it (the global pace waits on it)."""
+
     def __init__(self) -> None:
         self.now = 1000.0
+        self.slept = 0.0
 
     def __call__(self) -> float:
         return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+def fake_throttle(clock: Clock, **kwargs: float) -> LoginThrottle:
+    return LoginThrottle(clock, sleep=clock.sleep, **kwargs)
 
 
 def test_throttle_slows_down_after_repeated_failures() -> None:
     line = hash_password("s3cret-pass", **FAST)
     clock = Clock()
-    throttle = LoginThrottle(clock)
+    throttle = fake_throttle(clock)
     for _ in range(auth.FREE_ATTEMPTS - 1):
         assert throttle.attempt("wrong", line).result is LoginResult.WRONG
         assert throttle.wait_s() == 0
@@ -107,18 +121,101 @@ def test_throttle_slows_down_after_repeated_failures() -> None:
     assert again.retry_after_s == 2 * auth.FIRST_DELAY_S  # doubles
     clock.now += 100
     assert throttle.attempt("s3cret-pass", line).result is LoginResult.OK
-    assert throttle.failures == 0 and throttle.wait_s() == 0
+    assert throttle.failures() == 0 and throttle.wait_s() == 0
 
 
-def test_throttle_delay_is_capped() -> None:
+def test_throttle_delay_doubles_up_to_its_cap() -> None:
     line = hash_password("s3cret-pass", **FAST)
     clock = Clock()
-    throttle = LoginThrottle(clock)
-    outcome = None
-    for _ in range(40):
-        clock.now += auth.MAX_DELAY_S + 1
-        outcome = throttle.attempt("wrong", line)
-    assert outcome is not None and outcome.retry_after_s == auth.MAX_DELAY_S
+    throttle = fake_throttle(clock)
+    delays = []
+    for _ in range(12):
+        clock.now += throttle.wait_s() + 0.01  # as soon as allowed
+        delays.append(throttle.attempt("wrong", line).retry_after_s)
+    assert delays == [0, 0, 0, 0, 5, 10, 20, 40, 80, 160, 300, 300]
+    assert auth.MAX_DELAY_S == 300
+
+
+def test_failures_are_forgotten_after_a_while() -> None:
+    # Issue 11 finding 7: the count never decayed; one burst of failures kept the page
+    # slowed for good.
+    line = hash_password("s3cret-pass", **FAST)
+    clock = Clock()
+    throttle = fake_throttle(clock)
+    for _ in range(auth.FREE_ATTEMPTS):
+        throttle.attempt("wrong", line)
+    assert throttle.failures() == auth.FREE_ATTEMPTS and throttle.wait_s() > 0
+    clock.now += auth.FAILURE_MEMORY_S + 1
+    assert throttle.failures() == 0 and throttle.wait_s() == 0
+    assert throttle.attempt("wrong", line).retry_after_s == 0  # free attempts again
+
+
+def test_one_clients_failures_never_lock_out_another() -> None:
+    # Issue 11 finding 7: the count was shared by everyone, so anyone could keep the
+    # admin locked out for 15 min.
+    line = hash_password("s3cret-pass", **FAST)
+    clock = Clock()
+    throttle = fake_throttle(clock)
+    for _ in range(20):
+        clock.now += throttle.wait_s("203.0.113.9") + 0.01
+        throttle.attempt("guess", line, client="203.0.113.9")
+    assert throttle.wait_s("203.0.113.9") > 0
+    assert throttle.wait_s("198.51.100.7") == 0
+    admin = throttle.attempt("s3cret-pass", line, client="198.51.100.7")
+    assert admin.result is LoginResult.OK
+
+
+def test_twelve_tabs_at_once_get_at_most_six_password_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 11 finding 7: 12 tabs submitting at once got 11 password checks (the count
+    # was read before the slow check and written after it).
+    line = hash_password("s3cret-pass", **FAST)
+    checks: list[int] = []
+    real_verify = auth.verify_password
+
+    def counted(password: str, encoded: str) -> bool:
+        checks.append(1)
+        time.sleep(0.05)  # a real check takes ~50-100 ms: let the others pile up
+        return real_verify(password, encoded)
+
+    monkeypatch.setattr(auth, "verify_password", counted)
+    throttle = LoginThrottle(checks_per_s=1000.0)
+    barrier = threading.Barrier(12)
+    outcomes: list[LoginOutcome] = []
+
+    def tab() -> None:
+        barrier.wait()
+        outcomes.append(throttle.attempt("guess", line, client="one-browser"))
+
+    for _round in range(3):  # three waves of 12 tabs
+        threads = [threading.Thread(target=tab) for _ in range(12)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(outcomes) == 36
+    print(f"FIGURE twelve_tabs checks={len(checks)} of {len(outcomes)} attempts")
+    assert len(checks) <= auth.FREE_ATTEMPTS + 1, len(checks)
+    assert {o.result for o in outcomes} <= {LoginResult.WRONG, LoginResult.THROTTLED}
+
+
+def test_a_crowd_of_clients_is_slowed_not_locked_out() -> None:
+    line = hash_password("s3cret-pass", **FAST)
+    clock = Clock()
+    waits: list[float] = []
+    # 30 clients arrive at the same instant (the clock does not move while they wait).
+    throttle = LoginThrottle(clock, sleep=waits.append, checks_per_s=2.0)
+    results = [throttle.attempt("guess", line, client=f"10.0.0.{i}") for i in range(30)]
+    served = [r for r in results if r.result is LoginResult.WRONG]
+    refused = [r for r in results if r.result is LoginResult.THROTTLED]
+    # Each waits its turn, 0.5 s apart, up to MAX_QUEUE_S; the others are told to retry
+    # in a moment (seconds, not a lockout).
+    assert len(served) == 21 and waits == [0.5 * k for k in range(1, 21)]
+    assert len(refused) == 9 and all(0 < r.retry_after_s <= 5.0 for r in refused)
+    # The admin, from another address, is served once the crowd has had its turn.
+    clock.now += auth.MAX_QUEUE_S + 1
+    assert throttle.attempt("s3cret-pass", line, client="admin").result is LoginResult.OK
 
 
 def test_session_expires_after_inactivity() -> None:

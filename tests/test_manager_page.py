@@ -20,6 +20,7 @@ from tests.pdf_fixtures import make_text_pdf
 from themes.feedback import FeedbackEntry, FeedbackSource, FeedbackStep, record_feedback
 from themes.index_storage import IndexStorage
 from themes.theme import ThemeRepository
+from tracer.render import escape_markdown
 
 PAGE = str(Path(__file__).resolve().parents[1] / "rag_manager.py")
 PASSWORD = "correct horse battery"
@@ -245,9 +246,10 @@ def test_busy_theme_gives_a_clear_message(
         at.button(key="sync_docs").click()
         at.run()
     assert not at.exception
-    assert "Un autre administrateur met à jour ce thème, réessayez dans un instant." in [
-        e.value for e in at.error
-    ]
+    # Messages are shown as text: Markdown-escaped in the element's source.
+    assert escape_markdown(
+        "Un autre administrateur met à jour ce thème, réessayez dans un instant."
+    ) in [e.value for e in at.error]
     assert theme.load_data().vectors.count() == 0
 
 
@@ -271,7 +273,7 @@ def test_review_list_shows_feedback_and_opens_chunks(
     at = logged_in()
     assert "Combien de congés ?" in [t.value for t in at.text]
     shown = texts_of(at)
-    assert "<script>" not in shown and "&lt;script&gt;" in shown
+    assert "<script>" not in shown and "&lt;script>" in shown
     at.toggle(key=f"open_{_only_feedback_id(theme.directory)}").set_value(True)
     at.run()
     assert LEAVE in [t.value for t in at.text]

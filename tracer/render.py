@@ -9,10 +9,17 @@ escaped in the content too.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from enum import Enum
+from typing import Any
+
+from markdown_it import MarkdownIt
 
 from engine.types import ReActBlock, ReActType
+
+logger = logging.getLogger(__name__)
 
 
 class DisplayMode(str, Enum):
@@ -46,6 +53,8 @@ _STYLE: dict[ReActType, tuple[str, str, str]] = {
 }
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+_WORD_JOINER = "\u2060"
+_AUTOLINK_TRIGGER = re.compile(r":/|www\.|@", re.IGNORECASE)
 # Characters that Markdown (and Streamlit's extensions) give a meaning to.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:$])")
 
@@ -68,8 +77,21 @@ def strip_control(text: str) -> str:
 
 def escape_markdown(text: str) -> str:
     """Text shown literally by a Markdown renderer: no HTML, no links, no images."""
-    text = strip_control(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = strip_control(text)
+    # GFM links bare URLs, www. names and e-mails in the text itself, escapes or not
+    # (seen: "?theme=![x](http://h/p.png)" gave a working link in the error box, issue 11
+    # finding 8): an invisible word joiner breaks each of them.
+    text = _AUTOLINK_TRIGGER.sub(lambda m: m.group(0)[:-1] + _WORD_JOINER + m.group(0)[-1], text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def plain_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Fields to put in a Markdown sentence, strings escaped: a theme name from the URL,
+    a file name or an error must show as text, never as a link or an image."""
+    return {
+        k: v if isinstance(v, (int, float)) else escape_markdown(str(v)) for k, v in fields.items()
+    }
 
 
 def render_block(block: ReActBlock, language: str = "fr") -> str:
@@ -80,13 +102,67 @@ def render_block(block: ReActBlock, language: str = "fr") -> str:
     return f":{colour}[**{label}**] :{colour}[{body}]" if body else f":{colour}[**{label}**]"
 
 
-_UNSAFE_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?(?:https?:)?//[^)]*\)", re.IGNORECASE)
-_HTML_TAG = re.compile(r"<(/?[a-zA-Z][^>]*)>")
+# ``![`` not preceded by an escaping backslash (an odd run of backslashes escapes the ``!``).
+_IMAGE_START = re.compile(r"(\\*)!\[")
+# ``<`` opening a tag, a comment, a declaration or a processing instruction.
+_TAG_START = re.compile(r"(\\*)<(?=[A-Za-z/!?])")
+# Plain text (an emoji may have no glyph): "[image]", escaped so it never links.
+_IMAGE_MARK = "\\[image\\] ["
+_ACTIVE_TOKENS = frozenset({"image", "html_inline", "html_block"})
+_CODE_TOKENS = frozenset({"fence", "code_block"})
+_PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+def _unless_escaped(replacement: str) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        backslashes = match.group(1)
+        return match.group(0) if len(backslashes) % 2 else backslashes + replacement
+
+    return replace
+
+
+def _neutralise(text: str) -> str:
+    # An image becomes a plain link (the user may click it; the browser fetches nothing)
+    # and a tag becomes text; whatever the alt holds (nested brackets, entities, a
+    # reference label), no "![" is left for any Markdown parser to start an image with.
+    text = _IMAGE_START.sub(_unless_escaped(_IMAGE_MARK), text)
+    return _TAG_START.sub(_unless_escaped("&lt;"), text)
+
+
+def _code_block_lines(text: str) -> set[int]:
+    """Lines inside fenced or indented code blocks (shown literally, left untouched)."""
+    lines: set[int] = set()
+    for token in _PARSER.parse(text):
+        if token.type in _CODE_TOKENS and token.map is not None:
+            lines.update(range(*token.map))
+    return lines
+
+
+def _active_tokens(text: str) -> list[str]:
+    """Token types of ``text`` that a browser would fetch or run (images, raw HTML)."""
+    found: list[str] = []
+    stack = list(_PARSER.parse(text))
+    while stack:
+        token = stack.pop()
+        if token.type in _ACTIVE_TOKENS:
+            found.append(token.type)
+        stack.extend(token.children or ())
+    return found
 
 
 def render_answer(text: str) -> str:
-    """The final answer as Markdown: formatting kept, HTML and remote images neutralised."""
+    """The final answer as Markdown: formatting kept, HTML and remote images neutralised.
+
+    Invariant (checked by parsing the result with markdown-it, a CommonMark parser like
+    the browser's): the result holds no image and no raw HTML; if it ever did, the whole
+    answer is shown as plain text instead.
+    """
     clean = strip_control(text)
-    # A remote image would be fetched by the browser: show its alt text and URL instead.
-    clean = _UNSAFE_IMAGE.sub(lambda m: f"[image: {m.group(1)}]", clean)
-    return _HTML_TAG.sub(lambda m: f"&lt;{m.group(1)}&gt;", clean)
+    code = _code_block_lines(clean)
+    lines = clean.splitlines(keepends=True)
+    safe = "".join(line if i in code else _neutralise(line) for i, line in enumerate(lines))
+    active = _active_tokens(safe)
+    if active:
+        logger.warning("answer still held %s after neutralising: shown as text", active)
+        return escape_markdown(clean)
+    return safe

@@ -6,7 +6,7 @@ from typing import Any
 
 from engine.types import StopReason
 from tracer.conversation import FollowUp
-from tracer.render import DisplayMode
+from tracer.render import DisplayMode, plain_fields
 
 _FR: dict[str, str] = {
     "title": "Chatitego",
@@ -50,6 +50,8 @@ _FR: dict[str, str] = {
     "older_not_kept": "Les {n} messages les plus anciens ne seront pas conservés si vous "
     "rechargez la page (le navigateur limite la taille des cookies) ; exportez la "
     "conversation pour tout garder.",
+    "other_themes_not_kept": "Pour rester dans la limite du navigateur, la conversation des "
+    "thèmes {themes} ne sera plus conservée en entier si vous rechargez la page.",
     "thanks": "Merci, votre avis est transmis à l'administrateur.",
     "model": "Modèle : {model}",
     "theme_docs": "{docs} document(s), {chunks} extrait(s)",
@@ -97,6 +99,8 @@ _EN: dict[str, str] = {
     "ask_user": "Chatitego needs more information: answer in the input box.",
     "older_not_kept": "The {n} oldest messages will not be kept if you reload the page "
     "(browsers limit cookie size); export the conversation to keep everything.",
+    "other_themes_not_kept": "To stay within the browser's limit, the conversation of themes "
+    "{themes} will no longer be kept whole if you reload the page.",
     "thanks": "Thank you, your feedback goes to the administrator.",
     "model": "Model: {model}",
     "theme_docs": "{docs} document(s), {chunks} passage(s)",
@@ -177,9 +181,10 @@ LANGUAGES = {"fr": "Français", "en": "English"}
 
 
 def text(language: str, key: str, **kw: Any) -> str:
-    """A UI sentence in ``language`` (French when unknown)."""
+    """A UI sentence in ``language`` (French when unknown), as Markdown; the fields are
+    shown as plain text (escaped)."""
     table = _EN if language == "en" else _FR
-    return table[key].format(**kw) if kw else table[key]
+    return table[key].format(**plain_fields(kw)) if kw else table[key]
 
 
 def stop_text(language: str, stop: StopReason) -> str:

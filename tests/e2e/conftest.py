@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +11,13 @@ import pytest
 from tests.e2e.support import CHROMIUM_FLAGS, chromium_path, screenshot_path
 
 
-@pytest.fixture(autouse=True)
-def _browser_marker(request: pytest.FixtureRequest) -> None:
-    request.node.add_marker(pytest.mark.browser)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # At collection, so that "-m browser" selects these tests (a marker added by a
+    # fixture comes too late for -m: "-m browser" used to deselect them all).
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="module")

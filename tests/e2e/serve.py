@@ -12,8 +12,13 @@ MiniLM (offline).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
+
+# As ./run.sh: room for the larger Cookie header of browsers holding earlier versions'
+# cookies (read by websockets when Streamlit imports it, hence here, first).
+os.environ.setdefault("WEBSOCKETS_MAX_LINE_LENGTH", "16384")
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -38,6 +43,7 @@ def main() -> None:
         "browser_gatherUsageStats": False,
         "server_fileWatcherType": "none",
         "global_developmentMode": False,
+        "server_allowedHosts": ["localhost", "127.0.0.1"],  # as ./run.sh on localhost
     }
     bootstrap.load_config_options(flag_options=flags)
     bootstrap.run(str(ROOT / page), False, [], flags)
