@@ -27,13 +27,14 @@ if [ "$ADDRESS" = "localhost" ] || [ "$ADDRESS" = "127.0.0.1" ]; then
     flags+=(--server.allowedHosts localhost --server.allowedHosts 127.0.0.1)
 fi
 if [ "${CHATITEGO_MODE:-production}" = "development" ]; then
-    flags+=(--client.showErrorDetails=full)
+    flags+=(--client.showErrorDetails=full --server.fileWatcherType auto)
 fi
 streamlit_run() {
     # Browsers still holding the cookies of earlier versions (one per theme) may send a
     # Cookie header over websockets' 8 KB line limit (431, page stuck): 16 KB lets them
     # load once, and the chat page deletes those cookies (issue 11 finding 2).
-    WEBSOCKETS_MAX_LINE_LENGTH=16384 .venv/bin/python -m streamlit run "$1" \
+    # serve.py is "streamlit run" that may first load the models in the background.
+    WEBSOCKETS_MAX_LINE_LENGTH=16384 .venv/bin/python serve.py "$1" \
         --server.port "$2" --server.address "$ADDRESS" "${flags[@]}"
 }
 
@@ -43,4 +44,6 @@ manager=$!
 trap 'kill "$manager" 2>/dev/null || true' EXIT INT TERM
 echo "==> Chatitego: http://$ADDRESS:$CHAT_PORT/?theme=${CHATITEGO_THEME:-demo}"
 echo "==> RAG Manager: http://$ADDRESS:$MANAGER_PORT  (log: data/rag_manager.log)"
-streamlit_run chatitego.py "$CHAT_PORT"
+# The chat page's server loads the model and reads the demo theme's prompt at start, so
+# the first question does not pay for them.
+CHATITEGO_WARM_THEME="${CHATITEGO_THEME:-demo}" streamlit_run chatitego.py "$CHAT_PORT"

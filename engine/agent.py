@@ -46,7 +46,7 @@ from llama_index.core.workflow import Context, StopEvent, step
 from pydantic import ValidationError
 
 from engine.budget import TokenBudget, estimate_tokens, fit_prompt
-from engine.compact import react_grammar
+from engine.compact import ANSWER_ONLY_STOPS, COMPACT_STOPS, react_grammar
 from engine.errors import ForceFinalizeException, RetryException
 from engine.events import CorrectionEvent
 from engine.formatter import InjectedThoughtStep
@@ -112,6 +112,7 @@ class ChatitegoReActAgent(ReActAgent):
     _tool_timeout_s: float = PrivateAttr(default=DEFAULT_TOOL_TIMEOUT_S)
     _max_output_tokens: int = PrivateAttr(default=1024)
     _constrained: bool = PrivateAttr(default=False)
+    _answer_after_tool: bool = PrivateAttr(default=False)
 
     def configure_turn(
         self,
@@ -123,11 +124,15 @@ class ChatitegoReActAgent(ReActAgent):
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         max_output_tokens: int = 1024,
         constrained_output: bool = False,
+        answer_after_tool: bool = False,
     ) -> None:
         """Attach the per-turn state and the orchestrator hook before ``run``.
 
         ``constrained_output``: an in-process model writes each step under a
         grammar (a Thought line, then an Answer or an Action on the step's tools).
+        ``answer_after_tool``: once a tool has answered without error, the next step
+        may only answer (seen with the 1.5B model: it calls the same tool again and
+        again instead of reading the Observation).
         """
         self._turn = state
         self._retry_policy = retry_policy
@@ -136,6 +141,7 @@ class ChatitegoReActAgent(ReActAgent):
         self._tool_timeout_s = tool_timeout_s
         self._max_output_tokens = max_output_tokens
         self._constrained = constrained_output
+        self._answer_after_tool = answer_after_tool
         self.output_parser = TolerantReActOutputParser()
 
     @property
@@ -200,7 +206,9 @@ class ChatitegoReActAgent(ReActAgent):
             reasoning.extend(InjectedThoughtStep(thought=t) for t in state.pending_thoughts)
             state.pending_thoughts.clear()
             await ctx.store.set(self.reasoning_key, reasoning)
-        step_tools: Sequence[AsyncBaseTool] = [] if state.force_final else tools
+        step_tools: Sequence[AsyncBaseTool] = tools
+        if state.force_final or (self._answer_after_tool and _last_tool_succeeded(state)):
+            step_tools = []
 
         def render(history: list[ChatMessage], steps: list[BaseReasoningStep]) -> list[ChatMessage]:
             messages = self.formatter.format(tools, chat_history=history, current_reasoning=steps)
@@ -230,6 +238,7 @@ class ChatitegoReActAgent(ReActAgent):
             state.usage.append(GenerationUsage(fitted.prompt_tokens, 0, 0, 0.0))
         state.llm_calls += 1
         state.last_output = text
+        logger.debug("model output of step %d (%s): %r", state.llm_calls, sorted(call_kwargs), text)
         step_out = self.output_parser.parse(text, is_streaming=False)
         if isinstance(step_out, ResponseReasoningStep):
             return await self._answered(ctx, reasoning, step_out, text)
@@ -269,7 +278,8 @@ class ChatitegoReActAgent(ReActAgent):
             return {"max_tokens": max_output} if max_output < self._max_output_tokens else {}
         kwargs: dict[str, Any] = {"max_tokens": max_output, "usage_sink": self._turn.usage}
         if self._constrained:
-            kwargs["grammar"] = react_grammar([t.metadata.get_name() for t in step_tools])
+            kwargs["grammar"] = react_grammar(step_tools)
+            kwargs["stop"] = list(COMPACT_STOPS if step_tools else ANSWER_ONLY_STOPS)
         return kwargs
 
     async def _call_model(
@@ -484,6 +494,10 @@ class ChatitegoReActAgent(ReActAgent):
             output.response = ChatMessage(role=MessageRole.ASSISTANT, content=state.answer)
         await ctx.store.set(self.reasoning_key, [])
         return output
+
+
+def _last_tool_succeeded(state: TurnState) -> bool:
+    return bool(state.tool_calls) and not state.tool_calls[-1].is_error
 
 
 _STOP_OF_FAULT = {

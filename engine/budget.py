@@ -61,7 +61,7 @@ def estimate_tokens(messages: Sequence[ChatMessage]) -> int:
 
 
 def fit_prompt(
-    history: list[ChatMessage],
+    history: list[ChatMessage],  # the conversation, ending with the current question
     reasoning: list[BaseReasoningStep],
     render: Render,
     count: CountTokens,
@@ -81,9 +81,10 @@ def fit_prompt(
             if "observations" not in trimmed:
                 trimmed.append("observations")
             continue
-        if history:
-            # Drop a whole exchange: a lone answer without its question misleads.
-            del history[: 2 if len(history) > 1 else 1]
+        if len(history) > 1:
+            # The last message is the question itself: it stays. Drop a whole exchange
+            # from the oldest end: a lone answer without its question misleads.
+            del history[: min(2, len(history) - 1)]
             if "history" not in trimmed:
                 trimmed.append("history")
             continue

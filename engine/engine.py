@@ -27,7 +27,7 @@ from llama_index.core.tools.types import adapt_to_async_tool
 from llama_index.core.workflow import Context
 
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
-from engine.compact import CompactReActFormatter, compact_header
+from engine.compact import CompactReActFormatter, compact_header, documents_system_message
 from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
@@ -35,7 +35,7 @@ from engine.history import PreparedHistory, prepare_history
 from engine.intent import Intent, classify_intent
 from engine.llms import LLMConfigurationError, resolve_provider
 from engine.markers import is_fence, match_marker
-from engine.models.inprocess import is_in_process
+from engine.models.inprocess import InProcessModel, is_in_process
 from engine.observations import render_observation
 from engine.prompts import STOP_REASON_TEXT, Language, default_theme_prompt, system_header
 from engine.router import ToolRouter
@@ -74,6 +74,8 @@ _CHAT_LANGUAGE_RULE = {"fr": "Réponds en français.", "en": "Answer in English.
 # 700 tokens with their headers: the focused-call baseline of the answer benchmark).
 COMPACT_TOP_K = 3
 COMPACT_OBSERVATION_CHARS = 2400
+# A compact step writes one Thought line and a short Answer or one Action.
+COMPACT_MAX_OUTPUT_TOKENS = 400
 # The general tools a compact step gets for each intent.
 COMPACT_INTENT_TOOLS = {
     Intent.CALCULATION: ("calculate",),
@@ -229,7 +231,27 @@ class ReActEngine:
             return profile == "compact"
         if self._llm is not None:
             return is_in_process(self._llm)
+        from engine.models.app_settings import get_app_settings
+
+        loaded = get_app_settings()
+        if loaded.locked and loaded.llm is not None:  # models already loaded for the process
+            return is_in_process(loaded.llm)
         return resolve_provider(self.config) == "local"
+
+    def _settle_profile(self, llm: LLM) -> None:
+        """With ``auto``, the model that really answers decides the profile.
+
+        ``start`` guesses before the model is loaded (from the configured provider);
+        once loaded, a model that is not in-process (an injected or remote one) gets
+        the full profile, and the theme's tools are rebuilt to match.
+        """
+        if self.config.prompt_profile != "auto" or self._compact == is_in_process(llm):
+            return
+        self._compact = is_in_process(llm)
+        if self.index is not None:
+            self._retriever, self._theme_tools = self._theme_toolkit(
+                self._theme, self.index, compact=self._compact
+            )
 
     def _theme_toolkit(
         self, theme: Theme | None, index: IndexVersion, *, compact: bool = False
@@ -285,8 +307,21 @@ class ReActEngine:
         return AppSettingsManager.load_models(self.config, progress=self.progress)
 
     def warm_up(self) -> None:
-        """Load the configured models now (instead of at the first prompt)."""
-        self._get_llm()
+        """Load the configured models now (instead of at the first prompt).
+
+        With an in-process model and the compact profile, also read the stable
+        start of the prompts (the system header of this session, the intent
+        classifier's instructions) into the model's KV caches: the first question
+        then only costs what follows them.
+        """
+        llm = self._get_llm()
+        if not (self._started and self._compact and isinstance(llm, InProcessModel)):
+            return
+        header = compact_header(self.language, self.detail, self._theme_prompt)
+        prefill = getattr(llm, "prefill", None)
+        if prefill is not None:
+            prefill([documents_system_message(header)])
+        classify_intent(llm, "Bonjour")
 
     def describe_llm(self) -> str:
         """A short, key-free description of the model in use."""
@@ -399,6 +434,7 @@ class ReActEngine:
         try:
             assert self._router is not None
             llm = self._get_llm()
+            self._settle_profile(llm)
             documents_first = False
             if self._compact and not history.waiting_for_user:
                 intent = await asyncio.to_thread(classify_intent, llm, prompt)
@@ -416,8 +452,13 @@ class ReActEngine:
                 step_gate=gate.wait,
                 secrets=secrets,
                 tool_timeout_s=self.config.tool_timeout_s,
-                max_output_tokens=self.config.llm_max_tokens,
+                max_output_tokens=(
+                    min(self.config.llm_max_tokens, COMPACT_MAX_OUTPUT_TOKENS)
+                    if self._compact
+                    else self.config.llm_max_tokens
+                ),
                 constrained_output=self._compact and is_in_process(llm),
+                answer_after_tool=self._compact,
             )
             agent.llm = llm
             user_msg, chat_history = prompt, history.messages

@@ -156,3 +156,83 @@ class ScriptedLLM(CustomLLM):
                 yield CompletionResponse(text=r.message.content or "", delta=r.delta)
 
         return gen()
+
+
+class ScriptedLocalLLM(ScriptedLLM):
+    """A ``ScriptedLLM`` that is also an ``InProcessModel`` (the llama.cpp model's protocol).
+
+    Tokens are counted as one per 4 characters; ``side_script`` answers the
+    side-context calls (intent, translation) in order, "other" once it is empty.
+    Per-call keyword arguments (``grammar``, ``max_tokens``) are recorded.
+    """
+
+    window: int = 4096
+    _lock: Any = PrivateAttr(default=None)
+    _side_script: list[str] = PrivateAttr(default_factory=list)
+    _side_calls: list[Any] = PrivateAttr(default_factory=list)
+    _call_kwargs: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _prefilled: list[list[ChatMessage]] = PrivateAttr(default_factory=list)
+
+    def __init__(
+        self, script: Sequence[ScriptItem] = (), side_script: Sequence[str] = (), **kw: Any
+    ) -> None:
+        import threading
+
+        super().__init__(script, **kw)
+        self._lock = threading.Lock()
+        self._side_script = list(side_script)
+        self._side_calls = []
+        self._call_kwargs = []
+
+    @property
+    def generation_lock(self) -> Any:
+        return self._lock
+
+    @property
+    def context_tokens(self) -> int:
+        return self.window
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+    def count_chat_tokens(self, messages: Sequence[ChatMessage]) -> int:
+        return sum(self.count_tokens(m.content or "") + 4 for m in messages)
+
+    def side_complete(
+        self,
+        prompt: Any,
+        *,
+        max_tokens: int,
+        grammar: str | None = None,
+        stop: Sequence[str] = (),
+        wait_s: float = 60.0,
+    ) -> str:
+        self._side_calls.append(prompt)
+        return self._side_script.pop(0) if self._side_script else "other"
+
+    @property
+    def side_calls(self) -> list[Any]:
+        return self._side_calls
+
+    def prefill(self, messages: Sequence[ChatMessage]) -> int:
+        self._prefilled.append(list(messages))
+        return self.count_chat_tokens(messages)
+
+    @property
+    def prefilled(self) -> list[list[ChatMessage]]:
+        return self._prefilled
+
+    @property
+    def call_kwargs(self) -> list[dict[str, Any]]:
+        return self._call_kwargs
+
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> ChatResponseAsyncGen:
+        from engine.models.inprocess import GenerationUsage
+
+        sink = kwargs.pop("usage_sink", None)
+        self._call_kwargs.append(dict(kwargs))
+        if sink is not None:
+            sink.append(GenerationUsage(self.count_chat_tokens(messages), 0, 0, 0.0))
+        return await super().astream_chat(messages, **kwargs)

@@ -484,19 +484,14 @@ def test_in_process_model_gets_one_long_attempt_not_network_retries() -> None:
     # Seen with the local 1.5B model on a busy 2-core machine: the first token took
     # over 60 s (prompt prefill), the network-style stall timeout fired and the retry
     # read the whole prompt again.
-    from llama_index.llms.llama_cpp import LlamaCPP
-
-    from engine.engine import _is_in_process
-
-    class FakeLocal(LlamaCPP):  # type: ignore[misc]
-        def __init__(self) -> None:  # no model file: only the class matters here
-            pass
+    from engine.models.inprocess import is_in_process
+    from tests.fakes import ScriptedLocalLLM
 
     engine = ReActEngine(config=AppConfig(router_top_k=50), llm=ScriptedLLM([]))
-    assert not _is_in_process(engine._llm)
+    assert not is_in_process(engine._llm)
     assert engine._retry_policy().first_token_timeout_s == engine.config.llm_timeout_s
-    engine._llm = FakeLocal.__new__(FakeLocal)
-    assert _is_in_process(engine._llm)
+    engine._llm = ScriptedLocalLLM([])
+    assert is_in_process(engine._llm)
     policy = engine._retry_policy()
     assert policy.max_attempts == 1
     assert policy.first_token_timeout_s == engine.config.local_llm_turn_budget_s > 60

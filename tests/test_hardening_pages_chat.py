@@ -91,6 +91,10 @@ THEME_VALUES = {
     "absolute": "/etc/passwd",
     "windows_absolute": "C:\\Windows\\system32",
     "device_upper": "CON",
+    # Windows device names are refused in any case (themes.names), so they never name a folder.
+    "device_lower_nul": "nul",
+    "device_lower_con": "con",
+    "device_lower_aux": "aux",
     "nul_byte": "a\x00b",
     "newline": "hr\nx",
     "rtl_override": "\u202ehr",
@@ -115,7 +119,7 @@ def test_a_theme_in_the_url_is_refused_and_shown_as_text(
     assert files_under(_isolated_data_dir.parent) == before  # nothing written anywhere
 
 
-@pytest.mark.parametrize("value", ["nul", "con", "aux", "hr-archive"])
+@pytest.mark.parametrize("value", ["hr-archive", "compta"])
 def test_a_valid_but_unknown_theme_in_the_url_says_so(
     llm: ScriptedLLM, theme: Any, value: str, _isolated_data_dir: Path
 ) -> None:

@@ -161,3 +161,13 @@ def test_display_modes(mode: DisplayMode, visible: set[ReActType]) -> None:
 def test_labels_follow_the_language() -> None:
     assert "**Pensée**" in render_block(ReActBlock(T.THOUGHT, "x"), "fr")
     assert "**Thought**" in render_block(ReActBlock(T.THOUGHT, "x"), "en")
+
+
+def test_action_input_shows_real_characters_not_json_escapes() -> None:
+    # Seen in the reasoning panel with the 1.5B model: {"query": "th\u00e8me"}.
+    from tracer.render import readable_arguments
+
+    block = ReActBlock(ReActType.ACTION_INPUT, '{"query": "cr\\u00e9er un th\\u00e8me"}')
+    assert "créer un thème" in render_block(block).replace("\\", "")
+    assert readable_arguments("not json") == "not json"
+    assert readable_arguments("[1, 2]") == "[1, 2]"

@@ -9,6 +9,7 @@ escaped in the content too.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -94,11 +95,25 @@ def plain_fields(fields: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def readable_arguments(text: str) -> str:
+    """An Action Input with its JSON escapes resolved: small models write "\\u00e9" for "é"."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(value, dict):
+        return text
+    return json.dumps(value, ensure_ascii=False)
+
+
 def render_block(block: ReActBlock, language: str = "fr") -> str:
     """A reasoning block as decorated Markdown: coloured label, escaped content."""
     fr, en, colour = _STYLE.get(block.type, _STYLE[ReActType.UNKNOWN])
     label = fr if language == "fr" else en
-    body = escape_markdown(block.content).replace("\n", "  \n")
+    content = block.content
+    if block.type is ReActType.ACTION_INPUT:
+        content = readable_arguments(content)
+    body = escape_markdown(content).replace("\n", "  \n")
     return f":{colour}[**{label}**] :{colour}[{body}]" if body else f":{colour}[**{label}**]"
 
 

@@ -261,7 +261,8 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
         grammar: str | None = kwargs.pop("grammar", None)
         max_tokens: int | None = kwargs.pop("max_tokens", None)
         usage_sink: list[GenerationUsage] | None = kwargs.pop("usage_sink", None)
-        prompt = self.messages_to_prompt(messages)
+        extra_stop: Sequence[str] = kwargs.pop("stop", ())
+        prompt = (self.messages_to_prompt or chatml.messages_to_prompt)(messages)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[ChatResponse | BaseException | None] = asyncio.Queue()
         stop = threading.Event()
@@ -279,9 +280,13 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
                 with self._lock:
                     if stop.is_set():  # abandoned while waiting for the previous generation
                         return
-                    parts = self._generate(prompt, grammar, max_tokens, usage_sink, stop)
+                    parts = self._generate(
+                        prompt, grammar, max_tokens, usage_sink, stop, extra_stop
+                    )
                     text = ""
                     for delta, raw in parts:
+                        if stop.is_set():  # the consumer is gone: stop generating
+                            break
                         text += delta
                         put(
                             ChatResponse(
@@ -319,6 +324,7 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
         max_tokens: int | None,
         usage_sink: list[GenerationUsage] | None,
         stop: threading.Event,
+        extra_stop: Sequence[str] = (),
     ) -> Iterator[tuple[str, Any]]:
         """Deltas of one generation in the main context; the caller holds the lock."""
         model = self._llama
@@ -333,14 +339,14 @@ class LocalLlamaCPP(_llama_cpp_base()):  # type: ignore[misc]
         options["max_tokens"] = max(1, min(wanted, window - len(tokens)))
         if grammar:
             options["grammar"] = _compiled_grammar(grammar)
+        if extra_stop:
+            options["stop"] = [*options.get("stop", LOCAL_STOP), *extra_stop]
         text = ""
         try:
             for part in model.create_completion(tokens, **options):
                 delta = part["choices"][0]["text"]
                 text += delta
                 yield delta, part
-                if stop.is_set():
-                    break
         except (RuntimeError, MemoryError, OSError) as exc:
             raise LocalModelError(f"llama.cpp failed while generating: {exc}") from None
         finally:
