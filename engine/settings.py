@@ -20,6 +20,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from themes.store_config import StoreSettings, config_file
+
 # Offline by default: no model hub is reachable on many customer sites. Set
 # before any Hugging Face library reads it.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -28,12 +30,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 LLMProvider = Literal["auto", "mistral", "openai_like", "local"]
 
 
-def config_file() -> Path:
-    return Path(os.environ.get("CHATITEGO_CONFIG", "chatitego.toml"))
+__all__ = ["AppConfig", "LLMProvider", "config_file", "get_config"]
 
 
-class AppConfig(BaseSettings):
-    """Chatitego configuration (env var = field name in upper case)."""
+class AppConfig(StoreSettings):
+    """Chatitego configuration (env var = field name in upper case).
+
+    The storage settings (``VECTOR_BACKEND``, ``DATABASE_URL``...) come from
+    ``themes.store_config.StoreSettings``, which ``themes`` reads on its own.
+    """
 
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)
 
@@ -131,6 +136,7 @@ class AppConfig(BaseSettings):
             self.openai_like_api_key,
             self.cookie_password,
             self.admin_password_hash,
+            self.database_url,
         )
         return [k.get_secret_value() for k in keys if k is not None and k.get_secret_value()]
 

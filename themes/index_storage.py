@@ -47,10 +47,11 @@ from types import MappingProxyType
 from typing import Any
 
 import filelock
-from llama_index.core.storage.docstore import SimpleDocumentStore
+from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
 from themes.index_integrity import FILES_KEY, DamagedFile, check_files, describe_files
 from themes.keyword_index import KeywordIndex
+from themes.store_protocol import ChunkStore, KeywordSearch
 from themes.vector_store import NumpyVectorStore
 
 logger = logging.getLogger(__name__)
@@ -96,10 +97,11 @@ def _crash_point(name: str) -> None:
 class ThemeBusy(RuntimeError):
     """Another writer holds the theme's write lock."""
 
-    def __init__(self, theme_dir: Path, timeout: float) -> None:
+    def __init__(self, theme_dir: Path, timeout: float, lock: str | None = None) -> None:
+        where = lock or f"lock {theme_dir / LOCK_FILE}"
         super().__init__(
             f"theme {theme_dir.name!r} is being updated by another writer "
-            f"(lock {theme_dir / LOCK_FILE} still held after {timeout:g} s); try again later"
+            f"({where} still held after {timeout:g} s); try again later"
         )
         self.theme_dir = theme_dir
 
@@ -161,9 +163,9 @@ class IndexVersion:
     """
 
     name: str | None
-    vectors: NumpyVectorStore
-    keywords: KeywordIndex
-    docstore: SimpleDocumentStore
+    vectors: ChunkStore
+    keywords: KeywordSearch
+    docstore: BaseDocumentStore
     info: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
@@ -178,9 +180,9 @@ class IndexWriter:
     def __init__(
         self,
         base_version: str | None,
-        vectors: NumpyVectorStore,
-        keywords: KeywordIndex,
-        docstore: SimpleDocumentStore,
+        vectors: ChunkStore,
+        keywords: KeywordSearch,
+        docstore: BaseDocumentStore,
     ) -> None:
         self.base_version = base_version
         self.vectors = vectors
@@ -196,6 +198,11 @@ class IndexWriter:
     def discard(self) -> None:
         """Leave the block without publishing anything (no new version is written)."""
         self._discarded = True
+
+    def clear(self) -> None:
+        """Empty the index: no chunk, no docstore entry (the dimension is kept)."""
+        self.vectors.clear()
+        self.docstore = SimpleDocumentStore()
 
 
 def fsync_path(path: Path) -> None:
@@ -401,8 +408,9 @@ class IndexStorage:
                         ) from exc
             finally:
                 # Later edits would silently go nowhere: make them fail instead.
-                w.vectors.freeze()
-                w.keywords.freeze()
+                vectors, keywords = _embedded_parts(w)
+                vectors.freeze()
+                keywords.freeze()
 
     def _writer_base(self, rebuild: bool) -> tuple[str | None, IndexVersion]:
         """The version a writer starts from: (its name, a writable copy)."""
@@ -462,21 +470,22 @@ class IndexStorage:
 
     def _commit(self, w: IndexWriter, *, sync_keywords: bool) -> str:
         _crash_point("begin")
+        vectors, keywords = _embedded_parts(w)
         if sync_keywords:
-            w.keywords.sync(w.vectors.iter_texts())
-        elif set(w.keywords.node_ids()) != set(w.vectors.node_ids()):
+            keywords.sync(vectors.iter_texts())
+        elif set(keywords.node_ids()) != set(vectors.node_ids()):
             raise IndexInconsistent(
-                f"keyword index has {w.keywords.count()} chunks, vector store "
-                f"{w.vectors.count()}, and their node ids differ"
+                f"keyword index has {keywords.count()} chunks, vector store "
+                f"{vectors.count()}, and their node ids differ"
             )
         name = self._next_name()
         tmp = self.index_dir / f"{name}.tmp"
         final = self.index_dir / name
         try:
             tmp.mkdir()
-            w.vectors.persist(tmp / VECTORS_DIR)
+            vectors.persist(tmp / VECTORS_DIR)
             _crash_point("vectors_written")
-            w.keywords.persist(tmp / KEYWORDS_DIR)
+            keywords.persist(tmp / KEYWORDS_DIR)
             _crash_point("keywords_written")
             w.docstore.persist(str(tmp / DOCSTORE_FILE))
             _crash_point("docstore_written")
@@ -533,6 +542,12 @@ class IndexStorage:
             _crash_point("gc_renamed")
             shutil.rmtree(trash)
         _crash_point("gc_done")
+
+
+def _embedded_parts(w: IndexWriter) -> tuple[NumpyVectorStore, KeywordIndex]:
+    """The embedded writer's concrete stores (what ``IndexStorage`` persists)."""
+    assert isinstance(w.vectors, NumpyVectorStore) and isinstance(w.keywords, KeywordIndex)
+    return w.vectors, w.keywords
 
 
 def _empty_version(*, frozen: bool) -> IndexVersion:

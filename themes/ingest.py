@@ -55,7 +55,7 @@ from types import MappingProxyType
 
 from llama_index.core import Document
 from llama_index.core.embeddings import BaseEmbedding
-from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
+from llama_index.core.storage.docstore import BaseDocumentStore
 
 from themes.chunking import (
     CHUNK_MARGIN_TOKENS,
@@ -848,8 +848,7 @@ def clear_index(theme: Theme, *, lock_timeout: float = 2.0) -> str | None:
     version's name.
     """
     with _writing(theme, lock_timeout, rebuild=True) as (w, _moves, _staging):
-        w.vectors.clear()
-        w.docstore = SimpleDocumentStore()
+        w.clear()
     return w.committed_version
 
 

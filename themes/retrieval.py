@@ -327,8 +327,6 @@ class HybridRetriever(BaseRetriever):
         self.translator = translator
         self.translate_mixed = translate_mixed
         store = version.vectors
-        # A published version never changes: map node ids to matrix rows once.
-        self._rows = {node_id: row for row, node_id in enumerate(store.node_ids())}
         stored_model = store.embed_model_name
         if stored_model and embed_model.model_name not in (stored_model, "unknown"):
             logger.warning(
@@ -337,7 +335,7 @@ class HybridRetriever(BaseRetriever):
                 stored_model,
                 embed_model.model_name,
             )
-        self._languages = corpus_languages(_sample_texts(version, LANGUAGE_SAMPLE))
+        self._languages = corpus_languages(store.sample_texts(LANGUAGE_SAMPLE))
         self._translations: OrderedDict[str, str | None] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -400,6 +398,12 @@ class HybridRetriever(BaseRetriever):
         return cleaned
 
     def _run(self, query: str) -> RetrievalResult:
+        # One state of the index for the whole pipeline, even if a writer publishes meanwhile
+        # (a server-side store changes in place; the embedded one never does).
+        with self.version.vectors.snapshot():
+            return self._run_in_snapshot(query)
+
+    def _run_in_snapshot(self, query: str) -> RetrievalResult:
         timings: dict[str, float] = {}
         store = self.version.vectors
         if store.count() == 0 or not query.strip():  # nothing to search: no translation either
@@ -423,7 +427,7 @@ class HybridRetriever(BaseRetriever):
             ranked_lists.append(list(found.ids or []))
         clock.lap("vector")
         for variant in variants:
-            hits = [(i, s) for i, s in self.version.keywords.query(variant, k) if i in self._rows]
+            hits = self.version.keywords.query(variant, k)
             ranked_lists.append([node_id for node_id, _ in hits])
             for node_id, score in hits:
                 keyword_scores[node_id] = max(score, keyword_scores.get(node_id, 0.0))
@@ -440,7 +444,7 @@ class HybridRetriever(BaseRetriever):
         if not candidates:
             return RetrievalResult(query=query, variants=variants, timings_ms=timings)
         ids = list(candidates)
-        matrix = store.vectors()[[self._rows[i] for i in ids]]
+        matrix = store.embeddings(ids)
         cosines = (matrix @ query_vectors.T).max(axis=1)
         best_fused = max(c.fused for c in candidates.values())
         scored: list[tuple[float, _Candidate]] = []
@@ -456,7 +460,8 @@ class HybridRetriever(BaseRetriever):
         kept = scored[: self.settings.top_k]
         clock.lap("rerank")
 
-        nodes = [store.get(cand.node_id) for _, cand in kept]
+        by_id = {node.node_id: node for node in store.get_nodes([c.node_id for _, c in kept])}
+        nodes = [by_id.get(cand.node_id) for _, cand in kept]
         texts = [node.get_content() if node is not None else "" for node in nodes]
         if self.settings.compression:
             cosines_kept = [cand.cosine for _, cand in kept]
@@ -504,7 +509,7 @@ class HybridRetriever(BaseRetriever):
                 rare.append(word)
         if not rare:
             return []
-        return [i for i, _ in keywords.query(" ".join(rare), k) if i in self._rows]
+        return [i for i, _ in keywords.query(" ".join(rare), k)]
 
     def _compress(
         self, texts: list[str], chunk_cosines: list[float], query_vectors: FloatMatrix
@@ -586,22 +591,6 @@ def clean_translation(text: str | None) -> str | None:
 def _normalised(matrix: FloatMatrix) -> FloatMatrix:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.where(norms == 0.0, np.float32(1.0), norms)).astype(np.float32)
-
-
-def _sample_texts(version: IndexVersion, n: int) -> list[str]:
-    """Up to ``n`` chunk texts spread over the whole index."""
-    store = version.vectors
-    count = store.count()
-    if count == 0:
-        return []
-    step = max(1, count // n)
-    texts: list[str] = []
-    for position, (_node_id, text) in enumerate(store.iter_texts()):
-        if position % step == 0:
-            texts.append(text)
-            if len(texts) >= n:
-                break
-    return texts
 
 
 class _Clock:

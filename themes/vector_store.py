@@ -17,11 +17,11 @@ copies it into memory.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Self
 
@@ -30,9 +30,6 @@ import numpy.typing as npt
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import (
     BaseNode,
-    MetadataMode,
-    NodeRelationship,
-    RelatedNodeInfo,
     TextNode,
 )
 from llama_index.core.vector_stores.types import (
@@ -46,6 +43,8 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
+from themes.chunk_records import checked_embeddings, node_from_record, node_record
+
 FloatMatrix = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
@@ -58,13 +57,6 @@ _MIN_CAPACITY = 16
 # Filter keys that address the source document even when it is not in the metadata:
 # llama-index's node_to_metadata_dict writes it under these three names.
 _REF_DOC_KEYS = frozenset({"ref_doc_id", "doc_id", "document_id"})
-# Optional TextNode fields kept on disk when set; everything else is rebuilt.
-_EXTRA_FIELDS = (
-    "excluded_embed_metadata_keys",
-    "excluded_llm_metadata_keys",
-    "start_char_idx",
-    "end_char_idx",
-)
 
 
 class ReadOnlyStoreError(RuntimeError):
@@ -73,19 +65,6 @@ class ReadOnlyStoreError(RuntimeError):
 
 class CorruptStoreError(ValueError):
     """The files of a persisted store disagree with each other."""
-
-
-def _normalise_rows(vectors: FloatMatrix) -> FloatMatrix:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    # A zero vector stays zero (similarity 0 with everything) rather than becoming NaN.
-    return (vectors / np.where(norms == 0.0, np.float32(1.0), norms)).astype(np.float32)
-
-
-def _copy_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """A copy a caller may edit without editing the store (deep only where needed: cheaper)."""
-    if any(isinstance(v, (dict, list)) for v in meta.values()):
-        return copy.deepcopy(meta)
-    return dict(meta)
 
 
 def _predicate(flt: MetadataFilter) -> Callable[[Any], bool]:
@@ -209,6 +188,24 @@ class NumpyVectorStore(BasePydanticVectorStore):
     def iter_texts(self) -> Iterator[tuple[str, str]]:
         return iter(zip(self._ids, self._texts, strict=True))
 
+    def embeddings(self, node_ids: Sequence[str]) -> FloatMatrix:
+        """The normalised vectors of ``node_ids`` (a copy), in order; ``KeyError`` if unknown."""
+        rows = [self._rows[i] for i in node_ids]
+        if self._dim is None:
+            return np.zeros((len(rows), 0), dtype=np.float32)
+        return np.asarray(self._matrix[rows], dtype=np.float32)
+
+    def sample_texts(self, n: int) -> list[str]:
+        """Up to ``n`` chunk texts taken at a regular step over the whole store."""
+        if n <= 0 or self._count == 0:
+            return []
+        step = max(1, self._count // n)
+        return self._texts[::step][:n]
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """A stored version never changes under its readers: nothing to hold."""
+        return nullcontext()
+
     def vectors(self) -> FloatMatrix:
         """Read-only view of the live normalised vectors, one row per ``node_ids()`` entry."""
         view = self._matrix[: self._count]
@@ -272,17 +269,10 @@ class NumpyVectorStore(BasePydanticVectorStore):
         self._check_mutable()
         if not nodes:
             return []
-        vectors = np.asarray([n.get_embedding() for n in nodes], dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] == 0:
-            raise ValueError(f"embeddings must be non-empty vectors, got shape {vectors.shape}")
-        if not np.all(np.isfinite(vectors)):
-            raise ValueError("embeddings contain NaN or infinity")
+        vectors = checked_embeddings(list(nodes), self._dim)
         dim = int(vectors.shape[1])
-        if self._dim is not None and dim != self._dim:
-            raise ValueError(f"embedding dimension {dim} does not match the store's {self._dim}")
         # Everything that can fail is done before the store changes.
-        records = [self._record(n) for n in nodes]
-        vectors = _normalise_rows(vectors)
+        records = [node_record(n) for n in nodes]
         if self._dim is None:
             self._dim = dim
             self._matrix = np.zeros((0, dim), dtype=np.float32)
@@ -317,35 +307,6 @@ class NumpyVectorStore(BasePydanticVectorStore):
             if ref_doc_id is not None:
                 self._by_doc.setdefault(ref_doc_id, set()).add(node_id)
         return [n.node_id for n in nodes]
-
-    @staticmethod
-    def _record(node: BaseNode) -> tuple[str, str | None, dict[str, Any], dict[str, Any] | None]:
-        try:
-            # Fail now, with the node named, rather than at persist time. The round
-            # trip also detaches the metadata from the caller's node and makes it
-            # what a reload would give (tuples become lists).
-            metadata = json.loads(json.dumps(node.metadata, ensure_ascii=False, allow_nan=False))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"metadata of node {node.node_id!r} is not JSON-serialisable: {exc}"
-            ) from exc
-        extras: dict[str, Any] = {}
-        for name in _EXTRA_FIELDS:
-            value = getattr(node, name, None)
-            if value is not None and value != []:
-                extras[name] = list(value) if isinstance(value, list) else value
-        relations: dict[str, str | list[str]] = {}
-        for kind, info in node.relationships.items():
-            if kind == NodeRelationship.SOURCE:
-                continue
-            if isinstance(info, list):
-                relations[kind.value] = [r.node_id for r in info]
-            else:
-                relations[kind.value] = info.node_id
-        if relations:
-            extras["relationships"] = relations
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
-        return text, node.ref_doc_id, metadata, extras or None
 
     def _unlink_doc(self, node_id: str, ref_doc_id: str | None) -> None:
         if ref_doc_id is None:
@@ -527,23 +488,12 @@ class NumpyVectorStore(BasePydanticVectorStore):
         )
 
     def _node(self, row: int) -> TextNode:
-        extras = self._extras[row] or {}
-        relationships: dict[NodeRelationship, RelatedNodeInfo | list[RelatedNodeInfo]] = {}
-        ref_doc_id = self._ref_doc_ids[row]
-        if ref_doc_id is not None:
-            relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=ref_doc_id)
-        for kind, target in extras.get("relationships", {}).items():
-            if isinstance(target, list):
-                relationships[NodeRelationship(kind)] = [RelatedNodeInfo(node_id=t) for t in target]
-            else:
-                relationships[NodeRelationship(kind)] = RelatedNodeInfo(node_id=target)
-        fields = {k: v for k, v in extras.items() if k in _EXTRA_FIELDS}
-        return TextNode(
-            id_=self._ids[row],
-            text=self._texts[row],
-            metadata=_copy_metadata(self._metadata[row]),
-            relationships=relationships,
-            **fields,
+        return node_from_record(
+            self._ids[row],
+            self._ref_doc_ids[row],
+            self._texts[row],
+            self._metadata[row],
+            self._extras[row],
         )
 
     # ------------------------------------------------------------------ persistence
