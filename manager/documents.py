@@ -73,17 +73,16 @@ def document_rows(theme: Theme, version: IndexVersion, report: HealthReport) -> 
     """
     meta = _docstore_metadata(version)
     ledger = read_ledger(theme)
+    stored = {entry.name: entry for entry in theme.documents.entries() if entry.kind == "file"}
     files = set(report.files)
     names = sorted(files | set(report.chunks_per_document) | set(report.docstore_entries))
     rows = []
     for name in names:
         m = meta.get(name, {})
         size = m.get("size")
-        if name in files:
-            try:
-                size = (theme.documents_dir / name).stat().st_size
-            except OSError:
-                pass
+        entry = stored.get(name)
+        if entry is not None and entry.size is not None:
+            size = entry.size
         pages = m.get("documents")
         sha = report.docstore_entries.get(name) or m.get("sha256")
         rows.append(
@@ -93,19 +92,11 @@ def document_rows(theme: Theme, version: IndexVersion, report: HealthReport) -> 
                 pages=int(pages) if isinstance(pages, int) else None,
                 chunks=report.chunks_per_document.get(name, 0),
                 sha256=sha if isinstance(sha, str) else None,
-                ingested_at=ledger.get(name) or _mtime(theme.documents_dir / name),
+                ingested_at=ledger.get(name) or (entry.modified_at if entry else None),
                 status=_status(name, report, name in files),
             )
         )
     return rows
-
-
-def _mtime(path: Path) -> str | None:
-    try:
-        stamp = path.stat().st_mtime
-    except OSError:
-        return None
-    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
 
 
 def human_size(size: int | None) -> str:

@@ -81,7 +81,7 @@ def theme_summaries(repo: ThemeRepository) -> list[ThemeSummary]:
                 name=name,
                 title=theme.settings.title,
                 language=theme.settings.language,
-                documents=len(theme.document_files()),
+                documents=len(theme.document_names()),
                 chunks=chunks,
                 version=version_name,
                 damaged=damaged,

@@ -264,7 +264,7 @@ def test_busy_theme_raises_and_says_so_in_french(
         ingest_batch(theme, [path], minilm, lock_timeout=0.1)
     message = user_message(caught.value, "fr")
     assert message is not None and BUSY_FR in message.lower()
-    assert theme.load_data().vectors.count() == 0 and theme.document_files() == []
+    assert theme.load_data().vectors.count() == 0 and theme.document_names() == []
     assert "another administrator" in (user_message(caught.value, "en") or "").lower()
 
 

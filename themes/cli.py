@@ -146,7 +146,7 @@ def _list_row(repo: ThemeRepository, name: str) -> dict[str, Any]:
         row["damaged"] = f"settings unreadable ({_one_line(exc)})"
         return row
     row.update(title=theme.settings.title, language=theme.settings.language)
-    row["documents"] = len(theme.document_files())
+    row["documents"] = len(theme.document_names())
     try:
         version = theme.load_data()
     except IndexCorrupted as exc:

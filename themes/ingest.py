@@ -44,11 +44,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
-import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -70,13 +68,14 @@ from themes.chunking import (
     embed_pending,
     token_counter,
 )
+from themes.documents import DocumentChanges, StoredDocument, open_regular
+from themes.documents import is_hidden as _is_hidden
 from themes.index_storage import (
     IndexCorrupted,
     IndexWriteFailed,
     IndexWriter,
     ThemeBusy,
     ThemeFolderGone,
-    fsync_path,
 )
 from themes.ingest_estimate import DEFAULT_MAX_MINUTES, TimeBudget
 from themes.readers import SUPPORTED_EXTENSIONS, RejectedFile, read_document, safe_file_name
@@ -108,8 +107,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_FILE_BYTES = 50 * 2**20
-STAGING_DIR = ".ingest-staging"
-_BACKUP_DIR = "replaced"
 
 _SUPPORTED = frozenset(SUPPORTED_EXTENSIONS)
 
@@ -262,44 +259,6 @@ class IngestBusy(ThemeBusy):
 # ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Moves:
-    """Files put into documents/ (or taken out) during a call, undone if the commit fails."""
-
-    documents_dir: Path
-    backup_dir: Path
-    done: list[tuple[str, bool]] = field(default_factory=list)  # (name, had an old file)
-
-    def install(self, staged: Path, name: str) -> None:
-        target = self.documents_dir / name
-        had_old = target.exists() or target.is_symlink()
-        if had_old:
-            os.replace(target, self.backup_dir / name)
-        os.replace(staged, target)
-        self.done.append((name, had_old))
-
-    def take_out(self, name: str) -> None:
-        target = self.documents_dir / name
-        os.replace(target, self.backup_dir / name)
-        self.done.append((name, True))
-
-    def rollback(self) -> None:
-        for name, had_old in reversed(self.done):
-            target = self.documents_dir / name
-            try:
-                if had_old:
-                    os.replace(self.backup_dir / name, target)
-                else:
-                    target.unlink(missing_ok=True)
-            except OSError as exc:
-                logger.error("could not restore %s after a failed commit: %s", target, exc)
-        self.done.clear()
-
-
-def _is_hidden(name: str) -> bool:
-    return name.startswith(".")
-
-
 def _expand_inputs(paths: Iterable[Path]) -> list[Path]:
     """Files to ingest: files as given, folders walked (hidden entries skipped, links not
     followed but listed so that they are reported as refused)."""
@@ -320,24 +279,6 @@ def _expand_inputs(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def _open_regular(path: Path, name: str) -> tuple[int, os.stat_result]:
-    """Open a regular file without following links (or hanging on a FIFO)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise RejectedFile(name, "file not found, not ingested") from None
-    except OSError:
-        raise RejectedFile(name, "file not readable (or a link), not ingested") from None
-    except ValueError:  # a NUL byte in the path: no such file can exist
-        raise RejectedFile(name, "file name holds a NUL byte, not ingested") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise RejectedFile(name, "not a regular file (a folder or device?), not ingested")
-    return fd, info
-
-
 def _too_large(name: str, size: int) -> RejectedFile:
     return RejectedFile(
         name,
@@ -348,7 +289,7 @@ def _too_large(name: str, size: int) -> RejectedFile:
 
 def _copy_hashing(source: Path, target: Path, name: str) -> tuple[str, int]:
     """Copy ``source`` to a new file ``target`` (fsynced); return (sha256, size)."""
-    fd, info = _open_regular(source, name)
+    fd, info = open_regular(source, name)
     digest = hashlib.sha256()
     size = 0
     with os.fdopen(fd, "rb") as src:
@@ -366,17 +307,6 @@ def _copy_hashing(source: Path, target: Path, name: str) -> tuple[str, int]:
             # Durable before it is renamed into documents/: a crash must not leave an empty
             # file under the real name.
             os.fsync(dst.fileno())
-    return digest.hexdigest(), size
-
-
-def _hash_file(path: Path, name: str) -> tuple[str, int]:
-    fd, _info = _open_regular(path, name)
-    digest = hashlib.sha256()
-    size = 0
-    with os.fdopen(fd, "rb") as src:
-        while block := src.read(1 << 20):
-            size += len(block)
-            digest.update(block)
     return digest.hexdigest(), size
 
 
@@ -403,14 +333,6 @@ def _pending(
 ) -> PendingFile:
     pages, text = _read_content(path, name)
     return PendingFile(name, sha, size, status, pages=pages, text=text, staged=staged)
-
-
-def _document_entries(theme: Theme) -> list[os.DirEntry[str]]:
-    """Visible entries of documents/ (our staging folder and other hidden names skipped)."""
-    if not theme.documents_dir.is_dir():
-        return []
-    with os.scandir(theme.documents_dir) as it:
-        return sorted((e for e in it if not _is_hidden(e.name)), key=lambda e: e.name)
 
 
 # ------------------------------------------------------------------------------------------
@@ -440,37 +362,36 @@ def _drop_document(w: IndexWriter, name: str) -> int:
 @contextmanager
 def _writing(
     theme: Theme, lock_timeout: float, *, rebuild: bool = False
-) -> Iterator[tuple[IndexWriter, _Moves, Path]]:
-    """The theme's writer plus a fresh staging folder; undoes documents/ moves on failure.
+) -> Iterator[tuple[IndexWriter, DocumentChanges, Path]]:
+    """The theme's writer, its changes to the documents and a fresh staging folder; undoes
+    the document changes on failure.
 
     A write the file system refuses becomes ``IndexWriteFailed`` (one sentence: what, what
-    is still served, what to do) after documents/ is restored.
+    is still served, what to do) after the documents are restored.
     """
     storage = theme.storage
-    moves: _Moves | None = None
-    staging = theme.documents_dir / STAGING_DIR
+    changes: DocumentChanges | None = None
+    # Entered under the lock, left after the commit: a failed commit still finds the
+    # previous files there to put back.
+    staging_folder: AbstractContextManager[Path] | None = None
     try:
         with storage.writer(lock_timeout=lock_timeout, rebuild=rebuild) as w:
-            theme.documents_dir.mkdir(parents=True, exist_ok=True)
-            # Left by a crashed writer; we hold the lock, so nobody else uses it.
-            shutil.rmtree(staging, ignore_errors=True)
-            (staging / _BACKUP_DIR).mkdir(parents=True)
-            moves = _Moves(theme.documents_dir, staging / _BACKUP_DIR)
-            yield w, moves, staging
-            if moves.done:
-                # documents/ is durable before the commit publishes an index that needs it.
-                fsync_path(theme.documents_dir)
+            staging_folder = theme.documents.staging()
+            staging = staging_folder.__enter__()
+            changes = theme.documents.changes(w, staging)
+            yield w, changes, staging
+            changes.make_durable()
     except BaseException as exc:
-        if moves is None and isinstance(exc, ThemeBusy):
+        if changes is None and isinstance(exc, ThemeBusy):
             raise IngestBusy(theme, lock_timeout) from exc
-        if moves is not None:
-            moves.rollback()
+        if changes is not None:
+            changes.rollback()
         if isinstance(exc, OSError) and not isinstance(exc, (IndexWriteFailed, ThemeFolderGone)):
             raise IndexWriteFailed(theme.directory, exc, storage.published_or_none()) from exc
         raise
     finally:
-        if moves is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+        if staging_folder is not None:
+            staging_folder.__exit__(None, None, None)
 
 
 def _embed(
@@ -722,8 +643,8 @@ def _synchronise(
     started = time.perf_counter()
     report = IngestReport(theme.name)
     tracker = ProgressTracker(progress)
-    with _writing(theme, lock_timeout, rebuild=rebuild) as (w, _moves, _staging):
-        entries = _document_entries(theme)
+    with _writing(theme, lock_timeout, rebuild=rebuild) as (w, _changes, staging):
+        entries = theme.documents.entries()
         tracker.files_total = len(entries)
         known = _docstore_hashes(w.docstore)
         changed = rebuild
@@ -742,7 +663,7 @@ def _synchronise(
             present.add(entry.name)
             tracker.emit("reading", entry.name)
             try:
-                item = _entry_to_index(entry, w, known, force)
+                item = _entry_to_index(theme, entry, staging, w, known, force)
                 if isinstance(item, FileResult):
                     report.files.append(item)
                 else:
@@ -767,16 +688,18 @@ def _synchronise(
 
 
 def _entry_to_index(
-    entry: os.DirEntry[str],
+    theme: Theme,
+    entry: StoredDocument,
+    staging: Path,
     w: IndexWriter,
     known: Mapping[str, str | None],
     force: Callable[[str], bool],
 ) -> PendingFile | FileResult:
-    """A documents/ entry: to index (read), unchanged (its result), or ``RejectedFile``."""
+    """A stored document: to index (read), unchanged (its result), or ``RejectedFile``."""
     name = entry.name
-    if entry.is_symlink():
+    if entry.kind == "link":
         raise RejectedFile(name, "symbolic link in documents/, not indexed")
-    if entry.is_dir():
+    if entry.kind == "folder":
         raise RejectedFile(name, "folder in documents/, not indexed")
     try:
         safe = safe_file_name(name)
@@ -784,14 +707,13 @@ def _entry_to_index(
         safe = ""
     if safe != name:
         raise RejectedFile(name, "unsafe file name, not indexed (rename the file)")
-    path = Path(entry.path)
-    sha, size = _hash_file(path, name)
+    sha, size = theme.documents.digest(name)
     old = known.get(name)
     has_chunks = bool(w.vectors.document_node_ids(name))
     if old == sha and has_chunks and not force(name):
         return FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
     status: FileStatus = "updated" if old is not None or has_chunks else "ingested"
-    return _pending(path, name, sha, size, status)
+    return _pending(theme.documents.readable_path(name, staging), name, sha, size, status)
 
 
 def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) -> IngestReport:
@@ -818,8 +740,7 @@ def remove_document(theme: Theme, file_name: str, *, lock_timeout: float = 2.0) 
         return report
     started = time.perf_counter()
     with _writing(theme, lock_timeout) as (w, moves, _staging):
-        path = theme.documents_dir / file_name
-        on_disk = path.exists() or path.is_symlink()
+        on_disk = theme.documents.exists(file_name)
         indexed = (
             w.docstore.get_document_hash(file_name) is not None
             or file_name in w.vectors.ref_doc_ids()
@@ -860,13 +781,13 @@ def health(theme: Theme, *, check_hashes: bool = True) -> HealthReport:
     version = theme.storage.load_current()
     files: list[str] = []
     hashes: dict[str, str] = {}
-    for entry in _document_entries(theme):
-        if entry.is_symlink() or not entry.is_file():
+    for entry in theme.documents.entries():
+        if entry.kind != "file":
             continue
         files.append(entry.name)
         if check_hashes:
             try:
-                hashes[entry.name] = _hash_file(Path(entry.path), entry.name)[0]
+                hashes[entry.name] = theme.documents.digest(entry.name)[0]
             except RejectedFile:
                 pass
     entries = _docstore_hashes(version.docstore)

@@ -87,9 +87,14 @@ def fold(text: str) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
 
+def index_words(text: str) -> list[str]:
+    """Folded words minus stopwords, in order: what is stemmed (here or by PostgreSQL)."""
+    return [w for w in _WORD_RE.findall(fold(text)) if w not in STOPWORDS]
+
+
 def analyze(text: str) -> list[str]:
     """Text -> index terms: folded words minus stopwords, each as its French and English stem."""
-    words = [w for w in _WORD_RE.findall(fold(text)) if w not in STOPWORDS]
+    words = index_words(text)
     if not words:
         return []
     french, english = _stemmers()

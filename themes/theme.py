@@ -1,95 +1,62 @@
 """A theme: one business domain with its settings, system prompt, documents and index.
 
-Layout under ``<data_dir>/themes/<name>/``::
-
-    theme.json            settings (ThemeSettings)
-    system_prompt.md      the theme's system prompt (Markdown, edited by the admin)
-    prompt_history/       previous system prompts, one file per change
-    documents/            the original files, kept so the theme can be re-indexed
-    index/                versioned index (see themes.index_storage)
+Where a theme's parts are kept is its ``ThemeStore`` (``themes.theme_store``): folders
+under ``<data_dir>/themes/<name>/`` with the embedded backend, PostgreSQL with
+``VECTOR_BACKEND=postgres``. ``Theme`` and ``ThemeRepository`` are the same either way.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from themes.index_storage import IndexStorage, IndexVersion
+from themes.documents import DocumentFiles
+from themes.index_storage import IndexVersion
 from themes.names import validate_theme_name
+from themes.store_protocol import ThemeIndexStorage
+from themes.theme_settings import (
+    RetrievalSettings,
+    ThemeExists,
+    ThemeNotFound,
+    ThemeSettings,
+    now_iso,
+)
+from themes.theme_store import (
+    DOCUMENTS_DIR,
+    PROMPT_FILE,
+    PROMPT_HISTORY_DIR,
+    SETTINGS_FILE,
+    FolderThemeStore,
+    ThemeStore,
+    theme_store,
+)
+
+__all__ = [
+    "DOCUMENTS_DIR",
+    "PROMPT_FILE",
+    "PROMPT_HISTORY_DIR",
+    "SETTINGS_FILE",
+    "THEMES_DIR",
+    "RetrievalSettings",
+    "Theme",
+    "ThemeExists",
+    "ThemeNotFound",
+    "ThemeRepository",
+    "ThemeSettings",
+]
 
 THEMES_DIR = "themes"
-SETTINGS_FILE = "theme.json"
-PROMPT_FILE = "system_prompt.md"
-PROMPT_HISTORY_DIR = "prompt_history"
-DOCUMENTS_DIR = "documents"
-
-
-class ThemeNotFound(LookupError):
-    """No theme of that name; the message lists the existing ones."""
-
-
-class ThemeExists(ValueError):
-    """A theme of that name already exists."""
-
-
-class RetrievalSettings(BaseModel):
-    """How a theme's documents are chunked, retrieved and compressed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    wide_k: int = Field(20, ge=1, le=200, description="candidates per retriever before fusion")
-    top_k: int = Field(5, ge=1, le=50, description="chunks kept after reranking")
-    chunk_tokens: int | None = Field(
-        None, ge=32, le=2048, description="chunk size; None = the embedding model's limit"
-    )
-    chunk_overlap: int = Field(32, ge=0, le=512)
-    compression: bool = Field(True, description="keep only the sentences close to the query")
-    compression_threshold: float = Field(0.25, ge=-1.0, le=1.0)
-    llm_extraction: bool = Field(False, description="let the LLM extract the relevant part")
-    search_first: bool = Field(
-        True,
-        description="search the documents with the question before the model's first step "
-        "(small models otherwise answer from memory)",
-    )
-    translate_queries: bool = Field(
-        True, description="also search with the question translated (FR<->EN) by the LLM"
-    )
-
-
-class ThemeSettings(BaseModel):
-    """Everything an admin sets for a theme (the system prompt lives in its own file)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    title: str = ""
-    description: str = ""
-    language: Literal["fr", "en"] = "fr"
-    detail: Literal["concise", "standard", "detailed"] = "standard"
-    engine_mode: Literal["react", "chat"] = "react"
-    enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
-    mcp_servers: list[str] = Field(default_factory=list)
-    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
-    created_at: str = Field(default_factory=lambda: _now())
-    updated_at: str = Field(default_factory=lambda: _now())
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Theme:
-    """One theme on disk."""
+    """One theme; ``directory`` is its local folder (under ``<data_dir>/themes/``)."""
 
-    def __init__(self, directory: Path, settings: ThemeSettings) -> None:
+    def __init__(
+        self, directory: Path, settings: ThemeSettings, store: ThemeStore | None = None
+    ) -> None:
         self.directory = directory
         self.settings = settings
+        self.store: ThemeStore = store or FolderThemeStore()
 
     @property
     def name(self) -> str:
@@ -97,74 +64,67 @@ class Theme:
 
     @property
     def documents_dir(self) -> Path:
+        """The embedded backend's documents folder (see ``documents`` for any backend)."""
         return self.directory / DOCUMENTS_DIR
 
     @property
-    def storage(self) -> IndexStorage:
-        return IndexStorage(self.directory, required_file=SETTINGS_FILE)
+    def documents(self) -> DocumentFiles:
+        """The stored original documents."""
+        return self.store.documents(self.directory, self.name)
+
+    @property
+    def storage(self) -> ThemeIndexStorage:
+        return self.store.index_storage(self.directory, self.name)
 
     @property
     def system_prompt(self) -> str:
-        path = self.directory / PROMPT_FILE
-        return path.read_text(encoding="utf-8") if path.exists() else ""
+        return self.store.read_prompt(self.directory, self.name)
 
     def set_system_prompt(self, text: str) -> None:
-        """Replace the system prompt, keeping the previous one in the history folder."""
-        path = self.directory / PROMPT_FILE
-        if path.exists():
-            history = self.directory / PROMPT_HISTORY_DIR
-            history.mkdir(exist_ok=True)
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-            shutil.copy2(path, history / f"{stamp}.md")
-        _atomic_write(path, text)
+        """Replace the system prompt, keeping the previous one in the history."""
+        self.store.write_prompt(self.directory, self.name, text)
 
-    def prompt_history(self) -> list[Path]:
-        """Previous system prompts, oldest first."""
-        history = self.directory / PROMPT_HISTORY_DIR
-        return sorted(history.glob("*.md")) if history.is_dir() else []
+    def prompt_history(self) -> list[str]:
+        """When each previous system prompt was replaced, oldest first."""
+        return self.store.prompt_history(self.directory, self.name)
 
     def save_settings(self) -> None:
-        self.settings.updated_at = _now()
-        _atomic_write(self.directory / SETTINGS_FILE, self.settings.model_dump_json(indent=2))
+        self.settings.updated_at = now_iso()
+        self.store.write_settings(self.directory, self.settings)
 
     def load_data(self) -> IndexVersion:
         """The theme's published index (always a complete version)."""
         return self.storage.load_current()
 
-    def document_files(self) -> list[Path]:
-        """The stored original documents, sorted by name."""
-        if not self.documents_dir.is_dir():
-            return []
-        return sorted(
-            p for p in self.documents_dir.iterdir() if p.is_file() and not p.name.startswith(".")
-        )
+    def document_names(self) -> list[str]:
+        """The stored original documents' names, sorted."""
+        return self.documents.names()
 
 
 class ThemeRepository:
-    """All themes of a data directory."""
+    """All themes of a data directory (and, with the postgres backend, of the database)."""
 
-    def __init__(self, data_dir: Path | str) -> None:
+    def __init__(self, data_dir: Path | str, store: ThemeStore | None = None) -> None:
         self.root = Path(data_dir) / THEMES_DIR
+        self.store: ThemeStore = store or theme_store()
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_theme_name(name)
 
     def names(self) -> list[str]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if (p / SETTINGS_FILE).is_file())
+        return self.store.names(self.root)
 
     def exists(self, name: str) -> bool:
-        return (self.path_of(name) / SETTINGS_FILE).is_file()
+        directory = self.path_of(name)
+        return self.store.read_settings(directory, directory.name) is not None
 
     def get(self, name: str) -> Theme:
         directory = self.path_of(name)
-        settings_path = directory / SETTINGS_FILE
-        if not settings_path.is_file():
+        settings = self.store.read_settings(directory, directory.name)
+        if settings is None:
             known = ", ".join(self.names()) or "none yet"
             raise ThemeNotFound(f"no theme named {name!r} (existing themes: {known})")
-        settings = ThemeSettings.model_validate(json.loads(settings_path.read_text("utf-8")))
-        return Theme(directory, settings)
+        return Theme(directory, settings, self.store)
 
     def create(
         self,
@@ -176,20 +136,11 @@ class ThemeRepository:
         system_prompt: str = "",
     ) -> Theme:
         directory = self.path_of(name)
-        if (directory / SETTINGS_FILE).exists():
-            raise ThemeExists(f"the theme {name!r} already exists")
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / DOCUMENTS_DIR).mkdir(exist_ok=True)
-        theme = Theme(
-            directory,
-            ThemeSettings(
-                name=name, title=title or name, description=description, language=language
-            ),
+        settings = ThemeSettings(
+            name=name, title=title or name, description=description, language=language
         )
-        theme.save_settings()
-        if system_prompt:
-            _atomic_write(directory / PROMPT_FILE, system_prompt)
-        return theme
+        self.store.create(directory, settings, system_prompt)
+        return Theme(directory, settings, self.store)
 
     def delete(self, name: str, *, lock_timeout: float = 2.0) -> None:
         """Remove a theme and everything in it (the caller confirms first).
@@ -199,21 +150,7 @@ class ThemeRepository:
         A theme whose settings are damaged can still be deleted.
         """
         directory = self.path_of(name)
-        if not (directory / SETTINGS_FILE).is_file():
+        if directory.name not in self.names():
             known = ", ".join(self.names()) or "none yet"
             raise ThemeNotFound(f"no theme named {name!r} (existing themes: {known})")
-        trash = directory.with_name(f".{name}.deleting")
-        shutil.rmtree(trash, ignore_errors=True)  # left by an interrupted deletion
-        storage = IndexStorage(directory, required_file=SETTINGS_FILE)
-        with storage.exclusive(lock_timeout=lock_timeout):
-            os.replace(directory, trash)  # atomic: the theme disappears at once
-        shutil.rmtree(trash, ignore_errors=True)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        self.store.delete(directory, directory.name, lock_timeout)
