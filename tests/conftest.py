@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,10 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # Tests must never pick up a developer's real key or config file.
 for _var in ("MISTRAL_API_KEY", "OPENAI_LIKE_BASE_URL", "OPENAI_LIKE_API_KEY", "LLM_PROVIDER"):
     os.environ.pop(_var, None)
+# The server the postgres backend's tests use (set: any PostgreSQL with pgvector; unset: a
+# throwaway local one); tests themselves run on the embedded backend unless they ask.
+_DATABASE_URL = os.environ.pop("DATABASE_URL", None)
+os.environ.pop("VECTOR_BACKEND", None)
 os.environ["CHATITEGO_CONFIG"] = str(Path(__file__).parent / "no-such-config.toml")
 
 
@@ -89,3 +94,31 @@ def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     get_config.cache_clear()  # the process-wide config must see this test's data dir
     get_store_settings.cache_clear()
     return data
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """``DATABASE_URL`` if set, else a local PostgreSQL started for the session (stopped after)."""
+    from tests.backends import prepare_template
+
+    if _DATABASE_URL:
+        prepare_template(_DATABASE_URL)
+        yield _DATABASE_URL
+        return
+    from themes.pg.local_server import LocalPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="chatitego-pg-"))
+    with LocalPostgres.start(folder, remove_on_stop=True) as server:
+        prepare_template(server.url)
+        yield server.url
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Each backend in turn, also made the process's setting (``VECTOR_BACKEND``)."""
+    from tests.backends import open_backend, use_backend
+
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    with open_backend(request.param, server) as chosen:
+        use_backend(monkeypatch, chosen)
+        yield chosen

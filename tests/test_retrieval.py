@@ -1,7 +1,8 @@
 """HybridRetriever over small synthetic corpora, with the real (English-only) MiniLM model.
 
-Each corpus is a dict ``node_id -> (file name, page, text)`` written with
-``IndexStorage`` the way ingestion publishes a theme's index. What is checked:
+Each corpus is a dict ``node_id -> (file name, page, text)`` written through a theme's
+storage writer the way ingestion publishes a theme's index, on both backends (embedded
+files, PostgreSQL + pgvector). What is checked:
 BM25 finds exact rare words the vectors miss, vectors find paraphrases BM25
 cannot, the fusion and re-ranking scores, compression (one embedding batch),
 French questions over English documents through the translator, and that a
@@ -20,7 +21,8 @@ from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
-from themes.index_storage import IndexStorage, IndexVersion
+from tests.backends import BACKENDS, Backend, open_backend
+from themes.index_storage import IndexVersion
 from themes.retrieval import (
     RRF_K,
     HybridRetriever,
@@ -28,7 +30,7 @@ from themes.retrieval import (
     detect_language,
     split_sentences,
 )
-from themes.theme import RetrievalSettings
+from themes.theme import RetrievalSettings, ThemeRepository
 
 Corpus = Mapping[str, tuple[str, int | None, str]]
 
@@ -90,10 +92,20 @@ def minilm() -> LlamaIndexEmbeddingAdapter:
     return model
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    with open_backend(request.param, server) as chosen:
+        yield chosen
+
+
 def build_version(
-    directory: Path, corpus: Corpus, embed_model: LlamaIndexEmbeddingAdapter
+    backend: Backend,
+    directory: Path,
+    corpus: Corpus,
+    embed_model: LlamaIndexEmbeddingAdapter,
 ) -> IndexVersion:
-    """Publish ``corpus`` as a theme index in ``directory`` and load it back (read-only)."""
+    """Publish ``corpus`` as a theme's index and load it back (read-only)."""
     ids = list(corpus)
     vectors = embed_model.get_text_embedding_batch([corpus[i][2] for i in ids])
     nodes = [
@@ -105,21 +117,20 @@ def build_version(
         )
         for node_id, vector in zip(ids, vectors, strict=True)
     ]
-    directory.mkdir(parents=True, exist_ok=True)  # the writer wants an existing theme folder
-    storage = IndexStorage(directory)
-    with storage.writer() as writer:
+    theme = ThemeRepository(directory.parent, backend.store).create(directory.name)
+    with theme.storage.writer() as writer:
         writer.vectors.add(nodes)
-    return storage.load_current()
+    return theme.load_data()
 
 
 @pytest.fixture(scope="module")
-def office(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> IndexVersion:
-    return build_version(tmp_path_factory.mktemp("office"), OFFICE, minilm)
+def office(tmp_path_factory: pytest.TempPathFactory, minilm: Any, backend: Backend) -> IndexVersion:
+    return build_version(backend, tmp_path_factory.mktemp("data") / "office", OFFICE, minilm)
 
 
 @pytest.fixture(scope="module")
-def badges(tmp_path_factory: pytest.TempPathFactory, minilm: Any) -> IndexVersion:
-    return build_version(tmp_path_factory.mktemp("badges"), BADGES, minilm)
+def badges(tmp_path_factory: pytest.TempPathFactory, minilm: Any, backend: Backend) -> IndexVersion:
+    return build_version(backend, tmp_path_factory.mktemp("data") / "badges", BADGES, minilm)
 
 
 @pytest.fixture
@@ -346,8 +357,10 @@ def test_a_retriever_never_returns_another_themes_chunks(
     assert "remote" not in ids(badge_rag.retrieve("work from home two days per week"))
 
 
-def test_an_empty_index_gives_an_empty_result(tmp_path: Path, minilm: Any) -> None:
-    empty = IndexStorage(tmp_path / "empty").load_current()
+def test_an_empty_index_gives_an_empty_result(
+    tmp_path: Path, minilm: Any, backend: Backend
+) -> None:
+    empty = ThemeRepository(tmp_path, backend.store).create("empty").load_data()
     result = retriever(empty, minilm).retrieve("anything at all")
     assert result.items == []
     assert len(result) == 0

@@ -1,8 +1,10 @@
-"""NumpyVectorStore: exact cosine top-k, deletion, filters, persistence and growth."""
+"""Chunk stores: exact cosine top-k, deletion, restriction, on both backends (``store``);
+metadata filters, persistence and growth of the embedded ``NumpyVectorStore``."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,10 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
 )
 
+from tests.backends import BACKENDS, open_backend
+from themes.pg.chunk_store import PgChunkStore
 from themes.store_protocol import ChunkStore
+from themes.theme import ThemeRepository
 from themes.vector_store import (
     MANIFEST_FILE,
     CorruptStoreError,
@@ -55,7 +60,22 @@ def corpus(n: int, seed: int = 0, docs: int = 5) -> tuple[list[TextNode], np.nda
     return nodes, vectors
 
 
-def ask(store: NumpyVectorStore, q: np.ndarray, k: int, **kw: Any) -> list[str]:
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChunkStore]:
+    """An empty, writable chunk store: a NumpyVectorStore, or a postgres writer's store
+    (rolled back after the test)."""
+    if request.param == "embedded":
+        yield NumpyVectorStore()
+        return
+    server = request.getfixturevalue("postgres_server")
+    with open_backend("postgres", server) as backend:
+        theme = ThemeRepository(tmp_path / "data", backend.store).create("store")
+        with theme.storage.writer() as writer:
+            yield writer.vectors
+            writer.discard()
+
+
+def ask(store: ChunkStore, q: np.ndarray, k: int, **kw: Any) -> list[str]:
     result = store.query(
         VectorStoreQuery(query_embedding=[float(x) for x in q], similarity_top_k=k, **kw)
     )
@@ -69,14 +89,13 @@ def brute_force(vectors: np.ndarray, q: np.ndarray, k: int, ids: list[str]) -> l
     return [ids[i] for i in np.argsort(-scores)[:k]]
 
 
-def test_is_a_chunk_store() -> None:
-    assert isinstance(NumpyVectorStore(), ChunkStore)
-    assert NumpyVectorStore().stores_text is True
+def test_is_a_chunk_store(store: ChunkStore) -> None:
+    assert isinstance(store, ChunkStore)
+    assert store.stores_text is True  # type: ignore[attr-defined]
 
 
-def test_query_returns_exact_cosine_top_k_best_first() -> None:
+def test_query_returns_exact_cosine_top_k_best_first(store: ChunkStore) -> None:
     nodes, vectors = corpus(300)
-    store = NumpyVectorStore()
     assert store.add(nodes) == [n.node_id for n in nodes]
     ids = [n.node_id for n in nodes]
     rng = np.random.default_rng(1)
@@ -99,9 +118,8 @@ def test_query_returns_exact_cosine_top_k_best_first() -> None:
     assert result.similarities[0] == pytest.approx(expected, abs=1e-5)
 
 
-def test_query_results_carry_text_metadata_and_source() -> None:
+def test_query_results_carry_text_metadata_and_source(store: ChunkStore) -> None:
     nodes, _ = corpus(10)
-    store = NumpyVectorStore()
     store.add(nodes)
     result = store.query(VectorStoreQuery(query_embedding=nodes[3].embedding, similarity_top_k=1))
     assert result.nodes is not None
@@ -119,8 +137,7 @@ def test_query_results_carry_text_metadata_and_source() -> None:
     assert store.get("n90").metadata["tags"] == ["a", "b"]  # type: ignore[union-attr]
 
 
-def test_small_k_and_empty_store() -> None:
-    store = NumpyVectorStore()
+def test_small_k_and_empty_store(store: ChunkStore) -> None:
     q = VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=3)
     assert store.query(q).ids == []
     nodes, _ = corpus(2)
@@ -129,9 +146,8 @@ def test_small_k_and_empty_store() -> None:
     assert store.query(VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=0)).ids == []
 
 
-def test_bad_queries_and_bad_nodes_are_rejected() -> None:
+def test_bad_queries_and_bad_nodes_are_rejected(store: ChunkStore) -> None:
     nodes, _ = corpus(3)
-    store = NumpyVectorStore()
     store.add(nodes)
     with pytest.raises(ValueError, match="query_embedding"):
         store.query(VectorStoreQuery(similarity_top_k=1))
@@ -148,9 +164,8 @@ def test_bad_queries_and_bad_nodes_are_rejected() -> None:
     assert store.count() == 3
 
 
-def test_add_with_an_existing_id_replaces_the_chunk() -> None:
+def test_add_with_an_existing_id_replaces_the_chunk(store: ChunkStore) -> None:
     nodes, vectors = corpus(5)
-    store = NumpyVectorStore()
     store.add(nodes)
     replacement = make_node(2, "other", -vectors[2], text="new text")
     store.add([replacement])
@@ -161,21 +176,22 @@ def test_add_with_an_existing_id_replaces_the_chunk() -> None:
     assert ask(store, -vectors[2], 1) == ["n2"]
 
 
-def test_delete_document_leaves_no_leftover_vectors() -> None:
+def test_delete_document_leaves_no_leftover_vectors(store: ChunkStore) -> None:
     nodes, vectors = corpus(100, docs=4)
-    store = NumpyVectorStore()
     store.add(nodes)
     removed = store.delete_document("doc1")
     assert sorted(removed) == sorted(f"n{i}" for i in range(1, 100, 4))
     store.delete("doc3")  # the llama-index spelling
     left = [i for i in range(100) if i % 4 in (0, 2)]
-    assert store.count() == len(left) == len(store.vectors())
+    assert store.count() == len(left) == len(store.embeddings(store.node_ids()))
     assert sorted(store.node_ids()) == sorted(f"n{i}" for i in left)
     assert store.ref_doc_ids() == {"doc0", "doc2"}
-    # Every remaining row is exactly its own node's vector: nothing stale, nothing shifted.
+    # Every remaining chunk has exactly its own node's vector: nothing stale, nothing shifted.
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    for row, node_id in enumerate(store.node_ids()):
-        np.testing.assert_allclose(store.vectors()[row], unit[int(node_id[1:])], rtol=1e-6)
+    for row, node_id in zip(store.embeddings(store.node_ids()), store.node_ids(), strict=True):
+        np.testing.assert_allclose(row, unit[int(node_id[1:])], rtol=1e-5, atol=1e-6)
+    with pytest.raises(KeyError):
+        store.embeddings(["n1"])
     for i in range(1, 100, 2):
         assert store.get(f"n{i}") is None
         assert ask(store, vectors[i], 1) != [f"n{i}"]
@@ -183,14 +199,11 @@ def test_delete_document_leaves_no_leftover_vectors() -> None:
     assert store.delete_document("doc1") == []
 
 
-def test_delete_nodes_and_clear() -> None:
+def test_delete_nodes_and_clear(store: ChunkStore) -> None:
     nodes, _ = corpus(20)
-    store = NumpyVectorStore()
     store.add(nodes)
     store.delete_nodes(["n0", "n5", "missing"])
-    assert store.count() == 18 and "n0" not in store and "n5" not in store
-    store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="lang", value="fr")]))
-    assert sorted(store.node_ids()) == sorted(f"n{i}" for i in range(2, 20, 2))
+    assert store.count() == 18 and "n0" not in store.node_ids() and "n5" not in store.node_ids()
     with pytest.raises(ValueError):
         store.delete_nodes()
     store.clear()
@@ -198,6 +211,24 @@ def test_delete_nodes_and_clear() -> None:
     assert store.query(VectorStoreQuery(query_embedding=[1.0] * DIM, similarity_top_k=3)).ids == []
     store.add(nodes[:2])
     assert store.count() == 2
+
+
+def test_delete_nodes_by_metadata_filter() -> None:
+    nodes, _ = corpus(20)
+    store = NumpyVectorStore()
+    store.add(nodes)
+    store.delete_nodes(filters=MetadataFilters(filters=[MetadataFilter(key="lang", value="fr")]))
+    assert sorted(store.node_ids()) == sorted(f"n{i}" for i in range(0, 20, 2))
+
+
+def test_postgres_store_refuses_metadata_filters_with_a_hint(store: ChunkStore) -> None:
+    if not isinstance(store, PgChunkStore):
+        pytest.skip("the embedded store filters on metadata (test_metadata_filters)")
+    nodes, vectors = corpus(5)
+    store.add(nodes)
+    only_fr = _filters(MetadataFilter(key="lang", value="fr"))
+    with pytest.raises(NotImplementedError, match="doc_ids or node_ids"):
+        ask(store, vectors[0], 3, filters=only_fr)
 
 
 def _filters(*items: MetadataFilter | MetadataFilters, condition: str = "and") -> MetadataFilters:
@@ -241,9 +272,8 @@ def test_metadata_filters() -> None:
     assert len(ask(store, vectors[0], 5, filters=_filters(eq))) == 5
 
 
-def test_doc_ids_and_node_ids_restrict_the_candidates() -> None:
+def test_doc_ids_and_node_ids_restrict_the_candidates(store: ChunkStore) -> None:
     nodes, vectors = corpus(30)
-    store = NumpyVectorStore()
     store.add(nodes)
     got = ask(store, vectors[0], 30, doc_ids=["doc1", "doc4"])
     assert {int(i[1:]) % 5 for i in got} == {1, 4} and len(got) == 12
@@ -253,14 +283,21 @@ def test_doc_ids_and_node_ids_restrict_the_candidates() -> None:
     assert len(ask(store, vectors[0], 30, node_ids=[], doc_ids=[])) == 30
 
 
-def test_get_nodes() -> None:
+def test_get_nodes(store: ChunkStore) -> None:
+    nodes, _ = corpus(10)
+    store.add(nodes)
+    assert [n.node_id for n in store.get_nodes(["n4", "missing", "n1"])] == ["n4", "n1"]
+    assert len(store.get_nodes()) == 10
+    assert store.get("missing") is None
+    assert store.sample_texts(3) == ["chunk 0", "chunk 3", "chunk 6"]
+
+
+def test_get_nodes_by_metadata_filter() -> None:
     nodes, _ = corpus(10)
     store = NumpyVectorStore()
     store.add(nodes)
-    assert [n.node_id for n in store.get_nodes(["n4", "missing", "n1"])] == ["n4", "n1"]
     fr = store.get_nodes(filters=_filters(MetadataFilter(key="lang", value="fr")))
     assert sorted(n.node_id for n in fr) == sorted(f"n{i}" for i in range(1, 10, 2))
-    assert len(store.get_nodes()) == 10
 
 
 def test_persistence_round_trip(tmp_path: Path) -> None:
@@ -356,11 +393,10 @@ def test_growth_doubles_capacity_without_vstack(monkeypatch: pytest.MonkeyPatch)
     assert store.capacity == 2048 and store.count() == 1500
 
 
-def test_frozen_store_refuses_mutation() -> None:
+def test_frozen_store_refuses_mutation(store: ChunkStore) -> None:
     nodes, _ = corpus(3)
-    store = NumpyVectorStore()
     store.add(nodes)
-    store.freeze()
+    store.freeze()  # type: ignore[attr-defined]
     for mutate in (
         lambda: store.add(nodes),
         lambda: store.delete("doc0"),
@@ -378,8 +414,7 @@ def test_frozen_store_refuses_mutation() -> None:
     )
 
 
-def test_works_as_a_llama_index_vector_store() -> None:
-    store = NumpyVectorStore()
+def test_works_as_a_llama_index_vector_store(store: ChunkStore) -> None:
     embed = MockEmbedding(embed_dim=DIM)
     nodes = [TextNode(id_=f"t{i}", text=f"text {i}") for i in range(4)]
     index = VectorStoreIndex(

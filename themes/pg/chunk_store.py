@@ -178,7 +178,7 @@ class PgChunkStore(BasePydanticVectorStore):
         missing = [i for i in ids if i not in found]
         if missing:
             raise KeyError(f"no chunk {missing[0]!r} in theme store {self._theme_id}")
-        return np.asarray([found[i] for i in ids], dtype=np.float32)
+        return np.asarray([_as_array(found[i]) for i in ids], dtype=np.float32)
 
     def get(self, node_id: str) -> TextNode | None:
         nodes = self.get_nodes([node_id])
@@ -306,6 +306,11 @@ class PgChunkStore(BasePydanticVectorStore):
             return
         with self._connector.connection() as conn:
             conn.execute(query, params)
+
+
+def _as_array(value: Any) -> Any:
+    # pgvector's loaders give numpy arrays (text format) or Vector objects (binary format).
+    return value.to_numpy() if hasattr(value, "to_numpy") else value
 
 
 def _record(row: tuple[Any, ...]) -> tuple[str, str | None, str, dict[str, Any], Any]:

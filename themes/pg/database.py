@@ -208,3 +208,10 @@ def get_database(url: str, *, ef_search: int = 100) -> Database:
         if database is None:
             database = _databases[key] = Database(url, ef_search=ef_search)
         return database
+
+
+def forget_database(url: str) -> None:
+    """Close and forget the process's pools for ``url`` (tests drop their databases)."""
+    with _databases_lock:
+        for key in [k for k in _databases if k[0] == url]:
+            _databases.pop(key).close()
