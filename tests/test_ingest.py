@@ -1,4 +1,10 @@
-"""Ingestion into a theme's versioned index, with the real all-MiniLM-L6-v2 (tiny documents)."""
+"""Ingestion into a theme's versioned index, with the real all-MiniLM-L6-v2 (tiny documents).
+
+Every test taking the ``theme`` fixture runs on both backends: documents in the theme's
+folder and index files (embedded), or everything in PostgreSQL. "By hand" changes to the
+stored documents (``drop_by_hand``) stand for a file dropped into ``documents/``, or a row
+written by another tool (a restore) in the database.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
 from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from tests.backends import Backend
 from tests.pdf_fixtures import make_encrypted_pdf, make_text_pdf
 from themes.index_storage import ThemeBusy
 from themes.ingest import (
@@ -86,8 +93,8 @@ def model(minilm: LlamaIndexEmbeddingAdapter) -> CountingEmbedding:
 
 
 @pytest.fixture
-def theme(tmp_path: Path) -> Theme:
-    t = ThemeRepository(tmp_path / "data").create("rh")
+def theme(tmp_path: Path, backend: Backend) -> Theme:
+    t = ThemeRepository(tmp_path / "data", backend.store).create("rh")
     # Small chunks so that tiny documents still give several, predictable chunks.
     t.settings.retrieval.chunk_tokens = 64
     t.settings.retrieval.chunk_overlap = 0
@@ -105,6 +112,39 @@ def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def stored(theme: Theme) -> dict[str, str]:
+    """The stored documents' names and texts."""
+    return {name: theme.documents.read_bytes(name).decode() for name in theme.document_names()}
+
+
+def drop_by_hand(theme: Theme, name: str, text: str) -> None:
+    """A document stored without going through ingestion."""
+    if theme.store.kind == "embedded":
+        write(theme.documents_dir, name, text)
+        return
+    content = text.encode()
+    with theme.store.database.dedicated() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            "INSERT INTO chatitego_documents (theme_id, name, content, sha256, size) "
+            "SELECT id, %s, %s, %s, %s FROM chatitego_themes WHERE name = %s "
+            "ON CONFLICT (theme_id, name) DO UPDATE SET content = EXCLUDED.content, "
+            "sha256 = EXCLUDED.sha256, size = EXCLUDED.size",
+            (name, content, hashlib.sha256(content).hexdigest(), len(content), theme.name),
+        )
+
+
+def delete_by_hand(theme: Theme, name: str) -> None:
+    if theme.store.kind == "embedded":
+        (theme.documents_dir / name).unlink()
+        return
+    with theme.store.database.dedicated() as conn:  # type: ignore[attr-defined]
+        conn.execute(
+            "DELETE FROM chatitego_documents WHERE name = %s AND theme_id = "
+            "(SELECT id FROM chatitego_themes WHERE name = %s)",
+            (name, theme.name),
+        )
 
 
 def chunk_ids(theme: Theme, name: str) -> list[str]:
@@ -128,15 +168,12 @@ def test_incremental_update_replaces_only_what_changed(
     assert {r.file_name: r.chunks for r in report.files} == {"conges.md": 3, "teletravail.md": 1}
     first = theme.load_data()
     assert first.vectors.count() == 4 and first.keywords.count() == 4
-    assert sorted((theme.documents_dir).iterdir()) == [
-        theme.documents_dir / "conges.md",
-        theme.documents_dir / "teletravail.md",
-    ]
+    assert theme.document_names() == ["conges.md", "teletravail.md"]
     conges_ids = chunk_ids(theme, "conges.md")
     old_tele_ids = chunk_ids(theme, "teletravail.md")
 
-    # Modify one file in documents/ and synchronise: its chunks are replaced, the other's kept.
-    write(theme.documents_dir, "teletravail.md", SENTENCES[1] + "\n\n" + SENTENCES[2])
+    # Modify one stored document and synchronise: its chunks are replaced, the other's kept.
+    drop_by_hand(theme, "teletravail.md", SENTENCES[1] + "\n\n" + SENTENCES[2])
     report = sync_theme(theme, model)
     assert statuses(report) == {"conges.md": "unchanged", "teletravail.md": "updated"}
     updated = report.result("teletravail.md")
@@ -150,7 +187,7 @@ def test_incremental_update_replaces_only_what_changed(
     assert not set(old_tele_ids) & set(second.keywords.node_ids())
 
     # Delete the other one: nothing of it is left in any store.
-    (theme.documents_dir / "conges.md").unlink()
+    delete_by_hand(theme, "conges.md")
     report = sync_theme(theme, model)
     removed = report.result("conges.md")
     assert removed is not None and removed.status == "removed" and removed.removed_chunks == 3
@@ -190,7 +227,7 @@ def test_unchanged_files_are_not_embedded_again(
         n.get_content(metadata_mode=MetadataMode.EMBED)
         for n in theme.load_data().vectors.get_nodes(chunk_ids(theme, "b.txt"))
     ]
-    assert (theme.documents_dir / "b.txt").read_text(encoding="utf-8") == SENTENCES[2]
+    assert stored(theme)["b.txt"] == SENTENCES[2]
 
 
 def test_every_chunk_fits_the_model_by_its_own_tokenizer(
@@ -250,7 +287,7 @@ def test_bad_file_in_a_batch_changes_nothing_and_stops_nothing(
     rejected = report.result("secret.pdf")
     assert rejected is not None and rejected.reason is not None
     assert "encrypted" in rejected.reason.lower()
-    assert not (theme.documents_dir / "secret.pdf").exists()
+    assert "secret.pdf" not in stored(theme)
     after = theme.load_data()
     assert after.name != before.version
     assert after.vectors.ref_doc_ids() == {"earlier.md", "good.md"}
@@ -279,11 +316,12 @@ def test_failed_update_keeps_the_old_version_everywhere(
     assert theme.storage.current_version_name() == first.version
     assert chunk_ids(theme, "guide.md") == old_ids
     assert theme.load_data().docstore.get_document_hash("guide.md") == old_hash
-    assert (theme.documents_dir / "guide.md").read_text(encoding="utf-8") == SENTENCES[0]
-    assert not any(p.name.startswith(".") for p in theme.documents_dir.iterdir())
+    assert stored(theme) == {"guide.md": SENTENCES[0]}
+    if theme.store.kind == "embedded":
+        assert not any(p.name.startswith(".") for p in theme.documents_dir.iterdir())
 
     # Same through "update": a broken file dropped into documents/ keeps the indexed version.
-    write(theme.documents_dir, "guide.md", "")
+    drop_by_hand(theme, "guide.md", "")
     report = sync_theme(theme, model)
     assert statuses(report) == {"guide.md": "rejected"}
     assert chunk_ids(theme, "guide.md") == old_ids
@@ -302,13 +340,12 @@ def test_traversal_links_and_unknown_types_are_refused(
     assert "symbolic link" in reasons["link.md"]
     assert "unsupported file type" in reasons["tool.exe"]
     assert "unusable file name" in reasons["..."]
-    assert report.version is None and list(theme.documents_dir.iterdir()) == []
+    assert report.version is None and stored(theme) == {}
 
-    settings_file = theme.directory / "theme.json"
     for name in ("../theme.json", "..", "/etc/passwd", ".hidden.md", "sub/x.md"):
         refused = remove_document(theme, name)
         assert statuses(refused) == {name: "rejected"}, name
-    assert settings_file.is_file()
+    assert ThemeRepository(theme.directory.parent.parent, theme.store).get("rh").name == "rh"
 
 
 def test_a_second_concurrent_ingest_is_refused_as_busy(
@@ -334,7 +371,7 @@ def test_a_second_concurrent_ingest_is_refused_as_busy(
             ingest_files(theme, [src / "second.md"], minilm, lock_timeout=0.2)
         assert isinstance(busy.value, ThemeBusy)
         assert "is busy" in str(busy.value) and "Nothing was changed" in str(busy.value)
-        assert not (theme.documents_dir / "second.md").exists()
+        assert "second.md" not in stored(theme)
     finally:
         release.set()
         thread.join(30)
@@ -383,7 +420,7 @@ def test_progress_exception_cancels_with_nothing_changed(
     with pytest.raises(KeyboardInterrupt):
         ingest_files(theme, [src], model, progress=cancel)
     assert theme.storage.current_version_name() is None
-    assert list(theme.documents_dir.iterdir()) == []
+    assert stored(theme) == {}
 
 
 def _inject(theme: Theme, dim: int) -> None:
@@ -408,10 +445,10 @@ def test_health_finds_injected_orphans_and_repair_fixes_them(
     ingest_files(theme, [src], model)
     assert health(theme).ok
     _inject(theme, dim=384)
-    write(theme.documents_dir, "dropped.md", SENTENCES[2])  # a file never indexed
-    stub = write(theme.documents_dir, "stub.md", SENTENCES[1])
+    drop_by_hand(theme, "dropped.md", SENTENCES[2])  # a file never indexed
+    drop_by_hand(theme, "stub.md", SENTENCES[1])
     with theme.storage.writer() as w:  # an entry with the file's real hash, but no chunks
-        sha = hashlib.sha256(stub.read_bytes()).hexdigest()
+        sha = hashlib.sha256(SENTENCES[1].encode()).hexdigest()
         w.docstore.add_documents([FileDocument(id_="stub.md", text="", metadata={"sha256": sha})])
 
     sick = health(theme)
@@ -431,7 +468,7 @@ def test_health_finds_injected_orphans_and_repair_fixes_them(
     healed = health(theme)
     assert healed.orphan_count == 0 and healed.ok, healed.summary()
     current = theme.load_data()
-    assert "ghost-chunk" not in current.vectors and "ghost-chunk" not in current.keywords
+    assert "ghost-chunk" not in current.vectors.node_ids() + current.keywords.node_ids()
     assert current.vectors.ref_doc_ids() == {"a.md", "dropped.md", "stub.md"}
 
 
@@ -444,7 +481,7 @@ def test_remove_document_and_clear_index(theme: Theme, src: Path, model: Countin
     report = remove_document(theme, "a.md")
     assert statuses(report) == {"a.md": "removed"} and report.version is not None
     current = theme.load_data()
-    assert not (theme.documents_dir / "a.md").exists()
+    assert "a.md" not in stored(theme)
     assert not set(a_ids) & (set(current.vectors.node_ids()) | set(current.keywords.node_ids()))
     assert health(theme).ok
     assert statuses(remove_document(theme, "a.md")) == {"a.md": "rejected"}  # already gone
@@ -453,7 +490,7 @@ def test_remove_document_and_clear_index(theme: Theme, src: Path, model: Countin
     empty = theme.load_data()
     assert empty.name == version and empty.vectors.count() == empty.keywords.count() == 0
     assert empty.docstore.docs == {}
-    assert (theme.documents_dir / "b.md").is_file()
+    assert list(stored(theme)) == ["b.md"]
     rebuilt = sync_theme(theme, model)
     assert statuses(rebuilt) == {"b.md": "ingested"}
 
@@ -469,8 +506,11 @@ def test_failed_commit_restores_documents(
     def disk_full(*args: Any, **kwargs: Any) -> str:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("themes.index_storage.IndexStorage._commit", disk_full)
+    if theme.store.kind == "embedded":
+        monkeypatch.setattr("themes.index_storage.IndexStorage._commit", disk_full)
+    else:
+        monkeypatch.setattr("themes.pg.index_storage.PgIndexStorage._publish", disk_full)
     with pytest.raises(OSError):
         ingest_files(theme, [src], model)
-    assert (theme.documents_dir / "a.md").read_text(encoding="utf-8") == SENTENCES[0]
-    assert sorted(p.name for p in theme.documents_dir.iterdir()) == ["a.md"]
+    assert stored(theme) == {"a.md": SENTENCES[0]}
+    assert theme.load_data().vectors.ref_doc_ids() == {"a.md"}

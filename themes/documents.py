@@ -87,6 +87,10 @@ class DocumentFiles(Protocol):
         """(sha256, size) of a stored document; ``RejectedFile`` when unreadable."""
         ...
 
+    def read_bytes(self, name: str) -> bytes:
+        """The document's content (``FileNotFoundError`` when there is none)."""
+        ...
+
     def readable_path(self, name: str, scratch: Path) -> Path:
         """A local file holding the document (copied into ``scratch`` when needed)."""
         ...
@@ -204,6 +208,9 @@ class FolderDocuments:
 
     def digest(self, name: str) -> tuple[str, int]:
         return hash_file(self.documents_dir / name, name)
+
+    def read_bytes(self, name: str) -> bytes:
+        return (self.documents_dir / name).read_bytes()
 
     def readable_path(self, name: str, scratch: Path) -> Path:
         return self.documents_dir / name

@@ -102,7 +102,7 @@ class PgDocuments:
             raise RejectedFile(name, "no such stored document, not indexed")
         return str(row[0]), int(row[1])
 
-    def readable_path(self, name: str, scratch: Path) -> Path:
+    def read_bytes(self, name: str) -> bytes:
         with self.database.connection() as conn:
             row = conn.execute(
                 "SELECT content FROM chatitego_documents "
@@ -110,11 +110,18 @@ class PgDocuments:
                 (self.theme_name, name),
             ).fetchone()
         if row is None:
-            raise RejectedFile(name, "no such stored document, not indexed")
+            raise FileNotFoundError(f"theme {self.theme_name!r} stores no document {name!r}")
+        return bytes(row[0])
+
+    def readable_path(self, name: str, scratch: Path) -> Path:
+        try:
+            content = self.read_bytes(name)
+        except FileNotFoundError:
+            raise RejectedFile(name, "no such stored document, not indexed") from None
         folder = scratch / "stored"
         folder.mkdir(exist_ok=True)
         path = folder / name
-        path.write_bytes(bytes(row[0]))
+        path.write_bytes(content)
         return path
 
     @contextmanager
