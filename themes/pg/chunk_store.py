@@ -55,7 +55,6 @@ class PgChunkStore(BasePydanticVectorStore):
     _connector: Connector = PrivateAttr()
     _theme_id: int = PrivateAttr()
     _dim: int | None = PrivateAttr(default=None)
-    _count: int | None = PrivateAttr(default=None)
     _frozen: bool = PrivateAttr(default=False)
 
     def __init__(
@@ -65,15 +64,13 @@ class PgChunkStore(BasePydanticVectorStore):
         *,
         dim: int | None,
         embed_model_name: str | None,
-        published_count: int | None = None,
         frozen: bool = False,
     ) -> None:
-        """``published_count``: a reader's chunk count, read with its version (no count(*))."""
+        """``frozen``: a published version's store (read-only)."""
         super().__init__(stores_text=True, embed_model_name=embed_model_name)
         self._connector = connector
         self._theme_id = theme_id
         self._dim = dim
-        self._count = published_count
         self._frozen = frozen
 
     @classmethod
@@ -124,8 +121,14 @@ class PgChunkStore(BasePydanticVectorStore):
     # ------------------------------------------------------------------ reading
 
     def count(self) -> int:
-        if self._frozen and self._count is not None:
-            return self._count
+        if self._frozen:
+            # A reader: the count published with the version (a primary-key lookup, in the
+            # same snapshot as the chunks), not a count(*) over the table.
+            with self._connector.connection() as conn:
+                row = conn.execute(
+                    "SELECT chunks FROM chatitego_themes WHERE id = %s", (self._theme_id,)
+                ).fetchone()
+            return int(row[0]) if row is not None else 0
         rows = self._rows(sql.SQL("SELECT count(*) FROM {}").format(self._table()))
         return int(rows[0][0]) if rows else 0
 

@@ -306,7 +306,6 @@ def _reader_version(
         theme_id,
         dim=row.dim if row is not None else None,
         embed_model_name=row.embed_model if row is not None else None,
-        published_count=row.chunks if row is not None else 0,
         frozen=True,
     )
     return IndexVersion(
