@@ -28,7 +28,7 @@ from engine.settings import AppConfig, get_config
 from engine.transport import redact
 from engine.types import StopReason
 from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
-from themes.index_storage import IndexVersion
+from themes.index_storage import IndexVersion, VersionGone
 from themes.theme import Theme, ThemeRepository
 from tracer.browser_cookies import SealedCookies, save_browser_cookies, sync_browser_cookies
 from tracer.conversation import ChatEntry, Conversation, FollowUp, follow_up_prompt, follow_ups
@@ -102,6 +102,17 @@ def load_theme_index(data_dir: str, theme_name: str, version: str | None) -> Ind
     """One read-only copy per process and published version (a new version: a new entry)."""
     storage = ThemeRepository(data_dir).get(theme_name).storage
     return storage.load_version(version) if version else storage.load_current()
+
+
+def current_theme_index(data_dir: str, theme: Theme) -> IndexVersion:
+    """The published version; asked again when another process publishes meanwhile."""
+    for _ in range(3):
+        version = theme.storage.current_version_name()
+        try:
+            return load_theme_index(data_dir, theme.name, version)
+        except VersionGone:  # the database keeps the published version only
+            continue
+    return theme.storage.load_current()
 
 
 def ensure_models(config: AppConfig, lang: str) -> bool:
@@ -402,8 +413,7 @@ def main() -> None:
         return
     try:
         with st.spinner(text(lang, "loading_index", theme=theme.name)):
-            version = theme.storage.current_version_name()
-            index = load_theme_index(str(config.data_dir), theme.name, version)
+            index = current_theme_index(str(config.data_dir), theme)
     except Exception as exc:  # noqa: BLE001 - a damaged index is the admin's to repair
         logger.exception("index of %s failed to load", theme.name)
         error = redact(str(exc), config.secrets())

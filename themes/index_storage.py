@@ -149,6 +149,10 @@ class ThemeFolderGone(FileNotFoundError):
     """The theme folder disappeared (deleted) while a writer waited for its lock."""
 
 
+class VersionGone(LookupError):
+    """The version asked for is no longer stored (a newer one replaced it); load the current."""
+
+
 class IndexInconsistent(RuntimeError):
     """A commit would publish a keyword index that disagrees with the vector store."""
 

@@ -34,6 +34,7 @@ from themes.index_storage import (
     IndexWriter,
     ThemeBusy,
     ThemeFolderGone,
+    VersionGone,
 )
 from themes.pg.chunk_store import PgChunkStore
 from themes.pg.database import LOCK_NAMESPACE, Database, DatabaseUnavailable, FixedConnection
@@ -44,10 +45,6 @@ from themes.pg.schema import ensure_hnsw_index
 logger = logging.getLogger(__name__)
 
 _VERSION_RE = re.compile(r"^v(\d{6,})$")
-
-
-class VersionGone(LookupError):
-    """A version other than the published one was asked for; the database keeps only that."""
 
 
 def version_name(number: int) -> str | None:
