@@ -79,7 +79,9 @@ COMPACT_MAX_OUTPUT_TOKENS = 400
 # The general tools a compact step gets for each intent.
 COMPACT_INTENT_TOOLS = {
     Intent.CALCULATION: ("calculate",),
-    Intent.DATE: ("now", "date_add", "date_diff", "parse_date"),
+    # In this order: the small model leans to the first tool listed, and "now" only
+    # answers questions about today.
+    Intent.DATE: ("parse_date", "date_add", "date_diff", "now"),
 }
 
 
@@ -143,6 +145,8 @@ class ReActEngine:
         self.index: Any = None
         self._theme: Theme | None = None
         self._theme_prompt = ""
+        self._custom_theme_prompt = ""
+        self._theme_title = ""
         self._retriever: HybridRetriever | None = None
         self._theme_tools: list[BaseTool] = []
         self._history = PreparedHistory(messages=[])
@@ -193,6 +197,10 @@ class ReActEngine:
         self.index = index
         self._theme = resolved
         self._theme_prompt = resolved.system_prompt.strip() if resolved is not None else ""
+        # The compact profile keeps only the admin's own prompt: the default one is
+        # about calling the search tool, which a documents step does not have.
+        self._custom_theme_prompt = self._theme_prompt
+        self._theme_title = (resolved.settings.title or resolved.name) if resolved else ""
         if resolved is not None and not self._theme_prompt and theme_tools:
             self._theme_prompt = default_theme_prompt(
                 resolved.settings.title or resolved.name, self.language, _SEARCH_TOOL
@@ -317,7 +325,7 @@ class ReActEngine:
         llm = self._get_llm()
         if not (self._started and self._compact and isinstance(llm, InProcessModel)):
             return
-        header = compact_header(self.language, self.detail, self._theme_prompt)
+        header = self._compact_header(self.language)
         prefill = getattr(llm, "prefill", None)
         if prefill is not None:
             prefill([documents_system_message(header)])
@@ -501,7 +509,8 @@ class ReActEngine:
     def _compact_tools(self, intent: Intent) -> list[BaseTool]:
         """The tools of a compact step: those the intent calls for, if the theme allows them."""
         wanted = COMPACT_INTENT_TOOLS.get(intent, ())
-        return [t for t in enabled_general_tools(self._theme) if t.metadata.get_name() in wanted]
+        enabled = {t.metadata.get_name(): t for t in enabled_general_tools(self._theme)}
+        return [enabled[name] for name in wanted if name in enabled]
 
     def _state(self) -> TurnState:
         return TurnState(
@@ -602,6 +611,9 @@ class ReActEngine:
         yield "\n"
         self.last_outcome = outcome()
 
+    def _compact_header(self, language: Language) -> str:
+        return compact_header(language, self.detail, self._custom_theme_prompt, self._theme_title)
+
     def _build_agent(
         self, tools: Sequence[BaseTool], state: TurnState, *, documents_first: bool = False
     ) -> ChatitegoReActAgent:
@@ -609,7 +621,7 @@ class ReActEngine:
         formatter: ChatitegoReActFormatter | CompactReActFormatter
         if self._compact:
             formatter = CompactReActFormatter(
-                header=compact_header(state.language, self.detail, context),
+                header=self._compact_header(state.language),
                 documents_first=documents_first,
             )
         else:
