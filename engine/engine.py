@@ -623,6 +623,7 @@ class ReActEngine:
             formatter = CompactReActFormatter(
                 header=self._compact_header(state.language),
                 documents_first=documents_first,
+                language=state.language,
             )
         else:
             formatter = ChatitegoReActFormatter(

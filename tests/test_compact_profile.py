@@ -166,7 +166,10 @@ async def test_a_document_question_is_answered_from_the_search_in_one_step(
     assert "[Source 1:" in (last.content or "")
     assert (last.content or "").endswith("Question: How many days per week can I work from home?")
     assert "[End of source" not in (last.content or "")
-    assert "Answer the question from the documents" in (messages[0].content or "")
+    # Laid out as a focused retrieval call: instruction, passages in rank order, question.
+    assert (last.content or "").startswith("Answer the question from the sources below")
+    assert (last.content or "").index("[Source 1:") < (last.content or "").index("[Source 2:")
+    assert "do not contain the answer" in (messages[0].content or "")
     assert llm.call_kwargs[0]["grammar"].startswith("root ::= answer")
 
 
@@ -334,5 +337,5 @@ def test_warm_up_reads_the_stable_prompts_before_the_first_question(
     (system,) = llm.prefilled[0]
     assert system.role == MessageRole.SYSTEM
     assert (system.content or "").startswith(engine._compact_header("en"))
-    assert "Answer the question from the documents" in (system.content or "")
+    assert "do not contain the answer" in (system.content or "")
     assert len(llm.side_calls) == 1  # the intent classifier's instructions
