@@ -172,7 +172,7 @@ def show_stop(entry: ChatEntry, lang: str, is_last: bool) -> None:
         return
     if stop is None or stop is StopReason.ANSWERED:
         return
-    st.warning(stop_text(lang, stop), icon="⚠️")
+    st.warning(stop_text(lang, stop, entry.provider), icon="⚠️")
     if not is_last:
         return
     actions = follow_ups(stop)

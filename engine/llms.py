@@ -36,6 +36,20 @@ def resolve_provider(config: AppConfig) -> str:
     return "local"
 
 
+def provider_of(llm: object) -> str:
+    """The provider an LLM object talks to: "mistral", "openai_like", "local", or ""."""
+    from engine.models.inprocess import is_in_process
+
+    names = {cls.__name__ for cls in type(llm).__mro__}
+    if "MistralAI" in names:
+        return "mistral"
+    if names & {"OpenAILike", "OpenAI"}:
+        return "openai_like"
+    if is_in_process(llm):
+        return "local"
+    return ""
+
+
 def build_llm(config: AppConfig, progress: Progress | None = None) -> LLM:
     """The LLM the configuration asks for (``progress`` reports local model preparation)."""
     provider = resolve_provider(config)
