@@ -31,6 +31,10 @@ _FR: dict[str, str] = {
     "pick_theme": "Thème",
     "index_failed": "Les documents du thème « {theme} » n'ont pas pu être chargés : {error}. "
     "Demandez à l'administrateur de lancer « Réparer » dans le RAG Manager.",
+    "index_damaged": "Les documents du thème « {theme} » sont endommagés ({detail}) : "
+    "Chatitego ne peut pas y répondre pour l'instant. Les documents eux-mêmes sont intacts ; "
+    "un administrateur peut reconstruire l'index dans le RAG Manager (onglet Santé, "
+    "« Réparer ») ou avec « python -m themes repair {theme} ».",
     "empty_index": "Ce thème n'a encore aucun document : les réponses ne s'appuieront sur "
     "aucune source.",
     "chat_placeholder": "Posez votre question…",
@@ -82,6 +86,10 @@ _EN: dict[str, str] = {
     "pick_theme": "Theme",
     "index_failed": "The documents of theme “{theme}” could not be loaded: {error}. Ask the "
     "administrator to run “Repair” in the RAG Manager.",
+    "index_damaged": "The documents of theme “{theme}” are damaged ({detail}): Chatitego "
+    "cannot answer from them for now. The documents themselves are intact; an administrator "
+    "can rebuild the index in the RAG Manager (Health tab, “Repair”) or with “python -m "
+    "themes repair {theme}”.",
     "empty_index": "This theme has no document yet: answers will rely on no source.",
     "chat_placeholder": "Ask your question…",
     "reply_placeholder": "Your answer to Chatitego's question…",
