@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -33,18 +34,19 @@ from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
 from engine.intent import Intent, classify_intent
-from engine.llms import LLMConfigurationError, resolve_provider
+from engine.llms import LLMConfigurationError, provider_of, resolve_provider
 from engine.markers import is_fence, match_marker
 from engine.models.inprocess import InProcessModel, is_in_process
 from engine.observations import render_observation
-from engine.prompts import STOP_REASON_TEXT, Language, default_theme_prompt, system_header
+from engine.prompts import Language, default_theme_prompt, stop_reason_text, system_header
 from engine.router import ToolRouter
 from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.tools.theme_rag import SEARCH_TOOL_NAME as _SEARCH_TOOL
-from engine.transport import RetryPolicy, redact
+from engine.transport import FaultKind, RetryPolicy, backoff_delay, classify_fault, redact
 from engine.types import (
+    LLMFault,
     ReActBlock,
     ReActType,
     Source,
@@ -402,7 +404,7 @@ class ReActEngine:
         state.tool_calls.append(
             ToolCallRecord(_SEARCH_TOOL, kwargs, observation, bool(output.is_error))
         )
-        state.observations.append((_SEARCH_TOOL, observation))
+        state.note_result(_SEARCH_TOOL, output, observation)
         state.initial_reasoning = [
             ActionReasoningStep(thought=thought, action=_SEARCH_TOOL, action_input=kwargs),
             ObservationReasoningStep(observation=observation),
@@ -442,6 +444,7 @@ class ReActEngine:
         try:
             assert self._router is not None
             llm = self._get_llm()
+            state.provider = provider_of(llm)
             self._settle_profile(llm)
             documents_first = False
             if self._compact and not history.waiting_for_user:
@@ -540,9 +543,17 @@ class ReActEngine:
         detail = ""
         sources: list[Source] = []
         stream: Any = None
+        fault: LLMFault | None = None
+        provider = ""
+        # The engine's RetryPolicy is the only retry layer (the SDKs' are off): a fault
+        # before the first token is retried within the budget, retrieval included.
+        policy = self._retry_policy()
+        started = time.monotonic()
+        deadline = started + policy.total_budget_s + c.tool_timeout_s
+        attempts = 0
 
         def outcome() -> TurnOutcome:
-            text = answer.strip() or _no_answer_text(self.language, stop_reason)
+            text = answer.strip() or _no_answer_text(self.language, stop_reason, fault)
             return TurnOutcome(
                 stop_reason=stop_reason,
                 answer=text,
@@ -550,59 +561,81 @@ class ReActEngine:
                 steps=1,
                 sources=sources,
                 detail=detail,
+                fault=fault,
             )
 
         yield "Answer: "
-        try:
-            assert self._retriever is not None
-            system_prompt = "\n\n".join(
-                p for p in (self._theme_prompt, _CHAT_LANGUAGE_RULE[self.language]) if p
-            )
-            chat_engine = CondensePlusContextChatEngine.from_defaults(
-                retriever=self._retriever,
-                llm=self._get_llm(),
-                chat_history=list(self._history.messages),
-                system_prompt=system_prompt,
-            )
-            # asyncio.timeout, not wait_for: no extra task, see _own_chat_stream.
-            async with asyncio.timeout(c.llm_retry_budget_s + c.tool_timeout_s):
-                response = await chat_engine.astream_chat(prompt)
-            stream = _own_chat_stream(response)
-            sources = [source_of_node(node) for node in response.source_nodes]
-            timeout = c.llm_timeout_s  # until the first token, then the stall limit
-            while True:
-                try:
-                    async with asyncio.timeout(timeout):
-                        chunk = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                timeout = c.llm_stall_timeout_s
-                delta = chunk.delta or ""
-                if delta:
-                    answer += delta
-                    yield delta
-        except (GeneratorExit, asyncio.CancelledError):
-            stop_reason = StopReason.CANCELLED
-            self.last_outcome = outcome()
-            raise
-        except LLMConfigurationError as exc:
-            stop_reason = StopReason.MODEL_ERROR
-            detail = redact(str(exc), secrets)
-        except TimeoutError:
-            stop_reason = StopReason.LLM_UNAVAILABLE
-            detail = "the chat engine gave no answer in time"
-        except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
-            logger.error(
-                "chat turn failed\n%s", redact("".join(traceback.format_exception(exc)), secrets)
-            )
-            stop_reason = StopReason.INTERNAL_ERROR
-            detail = redact(f"{type(exc).__name__}: {exc}", secrets)
-        finally:
-            if stream is not None:
-                try:
-                    await stream.aclose()
-                except Exception as exc:  # noqa: BLE001 - closing must not hide the outcome
-                    logger.warning("closing the chat stream failed: %s", redact(str(exc), secrets))
+        while True:
+            attempts += 1
+            retry_in: float | None = None
+            try:
+                assert self._retriever is not None
+                llm = self._get_llm()
+                provider = provider_of(llm)
+                system_prompt = "\n\n".join(
+                    p for p in (self._theme_prompt, _CHAT_LANGUAGE_RULE[self.language]) if p
+                )
+                chat_engine = CondensePlusContextChatEngine.from_defaults(
+                    retriever=self._retriever,
+                    llm=llm,
+                    chat_history=list(self._history.messages),
+                    system_prompt=system_prompt,
+                )
+                # asyncio.timeout, not wait_for: no extra task, see _own_chat_stream.
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    response = await chat_engine.astream_chat(prompt)
+                stream = _own_chat_stream(response)
+                sources = [source_of_node(node) for node in response.source_nodes]
+                timeout = c.llm_timeout_s  # until the first token, then the stall limit
+                while True:
+                    try:
+                        async with asyncio.timeout(timeout):
+                            chunk = await anext(stream)
+                    except StopAsyncIteration:
+                        break
+                    timeout = c.llm_stall_timeout_s
+                    delta = chunk.delta or ""
+                    if delta:
+                        answer += delta
+                        yield delta
+            except (GeneratorExit, asyncio.CancelledError):
+                stop_reason = StopReason.CANCELLED
+                self.last_outcome = outcome()
+                raise
+            except LLMConfigurationError as exc:
+                stop_reason = StopReason.MODEL_ERROR
+                detail = redact(str(exc), secrets)
+            except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
+                kind, retry_after = classify_fault(exc)
+                stop_reason = _CHAT_STOP_OF_FAULT[kind]
+                detail = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
+                if isinstance(exc, TimeoutError):
+                    detail = "the chat engine gave no answer in time"
+                if kind is FaultKind.FATAL:
+                    logger.error(
+                        "chat turn failed\n%s",
+                        redact("".join(traceback.format_exception(exc)), secrets),
+                    )
+                elif kind is FaultKind.RETRYABLE and not answer:
+                    delay = backoff_delay(attempts, retry_after, policy)
+                    if attempts < policy.max_attempts and time.monotonic() + delay < deadline:
+                        retry_in = delay
+                if stop_reason in (StopReason.LLM_UNAVAILABLE, StopReason.LLM_AUTH_FAILED):
+                    fault = LLMFault(provider, attempts, round(time.monotonic() - started, 2))
+            finally:
+                if stream is not None:
+                    try:
+                        await stream.aclose()
+                    except Exception as exc:  # noqa: BLE001 - closing must not hide the outcome
+                        logger.warning(
+                            "closing the chat stream failed: %s", redact(str(exc), secrets)
+                        )
+                    stream = None
+            if retry_in is None:
+                break
+            logger.warning("chat turn attempt %d failed: %s", attempts, detail)
+            stop_reason, detail, fault = StopReason.ANSWERED, "", None
+            await asyncio.sleep(retry_in)
         if stop_reason is StopReason.ANSWERED and not answer.strip():
             stop_reason = StopReason.INTERNAL_ERROR
             detail = "the chat engine returned an empty answer"
@@ -771,7 +804,27 @@ class _RawStream:
                 completion_tokens=sum(u.completion_tokens for u in state.usage),
             ),
             route=route,
+            fault=state.fault,
         )
+
+
+# What a chat-mode turn that failed says (a ReAct turn composes its own fallback answer).
+_NAMED_NO_ANSWER = frozenset(
+    {
+        StopReason.CANCELLED,
+        StopReason.LLM_UNAVAILABLE,
+        StopReason.LLM_AUTH_FAILED,
+        StopReason.CONTEXT_OVERFLOW,
+        StopReason.MODEL_ERROR,
+    }
+)
+_CHAT_STOP_OF_FAULT = {
+    FaultKind.RETRYABLE: StopReason.LLM_UNAVAILABLE,
+    FaultKind.AUTH: StopReason.LLM_AUTH_FAILED,
+    FaultKind.CONTEXT_OVERFLOW: StopReason.CONTEXT_OVERFLOW,
+    FaultKind.MODEL_ERROR: StopReason.MODEL_ERROR,
+    FaultKind.FATAL: StopReason.INTERNAL_ERROR,
+}
 
 
 def _compact_route(intent: Intent, documents_first: bool) -> str:
@@ -841,9 +894,11 @@ def _sources_of_output(output: Any) -> list[Source]:
     return []
 
 
-def _no_answer_text(language: Language, stop_reason: StopReason | None) -> str:
-    key = "cancelled" if stop_reason is StopReason.CANCELLED else "internal_error"
-    reason = STOP_REASON_TEXT[language][key]
+def _no_answer_text(
+    language: Language, stop_reason: StopReason | None, fault: LLMFault | None = None
+) -> str:
+    key = stop_reason.value if stop_reason in _NAMED_NO_ANSWER else "internal_error"
+    reason = stop_reason_text(language, key, fault)
     if language == "fr":
         return f"Désolé, la réponse n'a pas pu être produite ({reason}). Réessayez."
     return f"Sorry, the answer could not be produced ({reason}). Please retry."
