@@ -107,6 +107,9 @@ class TurnState:
     usage: list[GenerationUsage] = field(default_factory=list)
     # What the token budget had to shorten in this turn ("observations", "history"...).
     trimmed: list[str] = field(default_factory=list)
+    # The question is a computation (compact profile): no Answer before a tool has run.
+    # Left free, the 1.5B model answered "12.5% of 3,480" from its head (420).
+    tool_required: bool = False
 
     def note_result(self, tool_name: str, output: ToolOutput, observation: str) -> None:
         """Record a tool's Observation, and what it taught for a fallback answer."""
@@ -249,7 +252,12 @@ class ChatitegoReActAgent(ReActAgent):
         if state.force_final:
             state.force_final_attempted = True
         state.last_output = ""
-        call_kwargs = self._call_kwargs(fitted.max_output, step_tools)
+        must_act = (
+            bool(step_tools)
+            and state.tool_required
+            and not any(not call.is_error for call in state.tool_calls)
+        )
+        call_kwargs = self._call_kwargs(fitted.max_output, step_tools, must_act)
         text = await self._call_model(ctx, fitted.messages, reasoning, call_kwargs)
         if not isinstance(self.llm, InProcessModel):
             state.usage.append(GenerationUsage(fitted.prompt_tokens, 0, 0, 0.0))
@@ -289,13 +297,15 @@ class ChatitegoReActAgent(ReActAgent):
         window = llm.metadata.context_window
         return estimate_tokens, TokenBudget(window, min(self._max_output_tokens, window // 4))
 
-    def _call_kwargs(self, max_output: int, step_tools: Sequence[AsyncBaseTool]) -> dict[str, Any]:
+    def _call_kwargs(
+        self, max_output: int, step_tools: Sequence[AsyncBaseTool], must_act: bool = False
+    ) -> dict[str, Any]:
         if not isinstance(self.llm, InProcessModel):
             # Only a shortened answer room is passed on: remote models keep their settings.
             return {"max_tokens": max_output} if max_output < self._max_output_tokens else {}
         kwargs: dict[str, Any] = {"max_tokens": max_output, "usage_sink": self._turn.usage}
         if self._constrained:
-            kwargs["grammar"] = react_grammar(step_tools)
+            kwargs["grammar"] = react_grammar(step_tools, require_action=must_act)
             kwargs["stop"] = list(COMPACT_STOPS if step_tools else ANSWER_ONLY_STOPS)
         return kwargs
 

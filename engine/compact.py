@@ -186,7 +186,12 @@ def _reasoning_messages(reasoning: list[BaseReasoningStep]) -> list[ChatMessage]
             continue
         observed = isinstance(step, ObservationReasoningStep)
         role = MessageRole.USER if observed else MessageRole.ASSISTANT
-        messages.append(ChatMessage(role=role, content=step_content(step)))
+        content = step_content(step)
+        if isinstance(step, ActionReasoningStep):
+            # Without its Thought: the small model copies a Thought's guess into the
+            # Answer over the tool's result (seen: "Thursday" after "(Tuesday)").
+            content = content.split("\n", 1)[1]
+        messages.append(ChatMessage(role=role, content=content))
     return messages
 
 
@@ -205,9 +210,9 @@ COMPACT_STOPS = ("\nObservation", "\nThought", "\nQuestion:", "\n[Source", "\n[E
 ANSWER_ONLY_STOPS = (*COMPACT_STOPS, "\nAction")
 
 
-def react_grammar(tools: Sequence[BaseTool]) -> str:
+def react_grammar(tools: Sequence[BaseTool], *, require_action: bool = False) -> str:
     """GBNF for one step: a Thought line, then an Answer or an Action on one of ``tools``;
-    with no tool, the Answer alone.
+    with no tool, the Answer alone; with ``require_action``, an Action only.
 
     Each tool's Action Input is a JSON object with that tool's own arguments, in
     the order of its signature (required first), so the model cannot invent keys.
@@ -228,7 +233,8 @@ def react_grammar(tools: Sequence[BaseTool]) -> str:
         actions.append(f"action{i}")
         rules.append(f'action{i} ::= "Action: " {json.dumps(name)} "\\nAction Input: " args{i}')
         rules.append(f"args{i} ::= {_arguments_rule(tool)}")
-    root = 'root ::= "Thought: " line "\\n" ( answer | ' + " | ".join(actions) + " )"
+    choices = " | ".join(actions if require_action else ["answer", *actions])
+    root = f'root ::= "Thought: " line "\\n" ( {choices} )'
     return "\n".join([root, *rules]) + _VALUE_RULES
 
 

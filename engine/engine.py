@@ -33,7 +33,7 @@ from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
-from engine.intent import Intent, classify_intent
+from engine.intent import Intent, choose_date_tool, classify_intent
 from engine.llms import LLMConfigurationError, provider_of, resolve_provider
 from engine.markers import is_fence, match_marker
 from engine.models.inprocess import InProcessModel, is_in_process
@@ -450,8 +450,12 @@ class ReActEngine:
             if self._compact and not history.waiting_for_user:
                 intent = await asyncio.to_thread(classify_intent, llm, prompt)
                 tools = self._compact_tools(intent)
+                if intent is Intent.DATE and len(tools) > 1:
+                    chosen = await asyncio.to_thread(choose_date_tool, llm, prompt)
+                    tools = [t for t in tools if t.metadata.get_name() == chosen] or tools
                 documents_first = intent is Intent.OTHER and self._searches_first()
                 route = _compact_route(intent, documents_first)
+                state.tool_required = intent is not Intent.OTHER and bool(tools)
             else:
                 # The theme's tools are always offered: the router never drops the RAG tool.
                 tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
