@@ -545,8 +545,24 @@ class HybridRetriever(BaseRetriever):
                 i == top or (best > 0 and float(s) / best >= threshold)
                 for i, s in enumerate(chunk_scores.tolist())
             ]
-            result.append(_join_kept(text, chunk_spans, keep))
+            result.append(_join_kept(text, chunk_spans, with_announced(text, chunk_spans, keep)))
         return result
+
+
+def with_announced(text: str, spans: list[tuple[int, int]], keep: list[bool]) -> list[bool]:
+    """``keep``, plus the sentence after each kept one that ends with a colon.
+
+    "Cela peut provoquer l'erreur :" is close to a question about that error;
+    the line it announces ("OSError: [Errno 24] Too many open files") is the
+    answer, yet shares few words with the question. Seen on the eval set: the
+    answer was cut, and both the engine and the one-call baseline missed it.
+    """
+    kept = list(keep)
+    for i in range(len(spans) - 1):
+        start, end = spans[i]
+        if kept[i] and text[start:end].rstrip(_CLOSERS).endswith(":"):
+            kept[i + 1] = True
+    return kept
 
 
 def _join_kept(text: str, spans: list[tuple[int, int]], keep: list[bool]) -> str:
