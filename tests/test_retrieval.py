@@ -261,6 +261,19 @@ def test_compression_keeps_what_a_kept_sentence_announces_with_a_colon() -> None
     assert keep == [False, True, True, False]
     # The announced line itself ends with no colon: nothing more is added.
     assert with_announced(text, spans, [False, False, True, False]) == [False, False, True, False]
+    listed = (
+        "Key settings:\nragkwargs must contain at least:\n- theme\n- detail\n- language\n\nEnd."
+    )
+    spans = split_sentences(listed)
+    assert len(spans) == 6
+    assert with_announced(listed, spans, [False, True, False, False, False, False]) == [
+        False,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def test_without_compression_the_chunks_are_whole(office: IndexVersion, minilm: Any) -> None:

@@ -560,9 +560,22 @@ def with_announced(text: str, spans: list[tuple[int, int]], keep: list[bool]) ->
     kept = list(keep)
     for i in range(len(spans) - 1):
         start, end = spans[i]
-        if kept[i] and text[start:end].rstrip(_CLOSERS).endswith(":"):
-            kept[i + 1] = True
+        if not (keep[i] and text[start:end].rstrip(_CLOSERS).endswith(":")):
+            continue
+        kept[i + 1] = True
+        # A list announced by the colon comes whole ("au minimum :" - theme, detail, language).
+        j = i + 1
+        while j < len(spans) and j - i <= MAX_ANNOUNCED_ITEMS and _is_list_item(text, spans[j]):
+            kept[j] = True
+            j += 1
     return kept
+
+
+MAX_ANNOUNCED_ITEMS = 8
+
+
+def _is_list_item(text: str, span: tuple[int, int]) -> bool:
+    return _LIST_ITEM_RE.match(text[span[0] : span[1]]) is not None
 
 
 def _join_kept(text: str, spans: list[tuple[int, int]], keep: list[bool]) -> str:
