@@ -28,7 +28,7 @@ from engine.settings import AppConfig, get_config
 from engine.transport import redact
 from engine.types import StopReason
 from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
-from themes.index_storage import IndexVersion, VersionGone
+from themes.index_storage import IndexCorrupted, IndexVersion, VersionGone
 from themes.theme import Theme, ThemeRepository
 from tracer.browser_cookies import SealedCookies, save_browser_cookies, sync_browser_cookies
 from tracer.conversation import ChatEntry, Conversation, FollowUp, follow_up_prompt, follow_ups
@@ -146,6 +146,31 @@ def engine_for(theme: Theme, index: IndexVersion, lang: str, detail: str) -> ReA
     return engine  # type: ignore[no-any-return]
 
 
+def open_theme(
+    config: AppConfig, theme: Theme, lang: str
+) -> tuple[IndexVersion, ReActEngine] | None:
+    """The theme's published index and this session's engine on it; None after saying why.
+
+    A damaged index (a truncated or altered file, a garbled ``CURRENT``) is the admin's
+    to repair: the page names the file and the repair, never shows a traceback, and
+    offers no chat box until it is repaired.
+    """
+    try:
+        with st.spinner(text(lang, "loading_index", theme=theme.name)):
+            index = current_theme_index(str(config.data_dir), theme)
+        if index.name is None:
+            st.info(text(lang, "empty_index"))
+        return index, engine_for(theme, index, lang, S.detail_pref or theme.settings.detail)
+    except IndexCorrupted as exc:
+        logger.warning("index of %s is damaged: %s", theme.name, exc)
+        st.error(text(lang, "index_damaged", theme=theme.name, detail=exc.detail))
+    except Exception as exc:  # noqa: BLE001 - shown as a sentence, logged in full
+        logger.exception("index of %s failed to load", theme.name)
+        error = redact(str(exc), config.secrets())
+        st.error(text(lang, "index_failed", theme=theme.name, error=error))
+    return None
+
+
 def conversation_for(theme: str, store: HistoryStore) -> Conversation:
     conversations: dict[str, Conversation] = S.setdefault("conversations", {})
     if theme not in conversations:
@@ -183,7 +208,7 @@ def show_stop(entry: ChatEntry, lang: str, is_last: bool) -> None:
         return
     if stop is None or stop is StopReason.ANSWERED:
         return
-    st.warning(stop_text(lang, stop), icon="⚠️")
+    st.warning(stop_text(lang, stop, entry.provider), icon="⚠️")
     if not is_last:
         return
     actions = follow_ups(stop)
@@ -411,17 +436,10 @@ def main() -> None:
         st.caption(escape_markdown(theme.settings.description))
     if not ensure_models(config, lang):
         return
-    try:
-        with st.spinner(text(lang, "loading_index", theme=theme.name)):
-            index = current_theme_index(str(config.data_dir), theme)
-    except Exception as exc:  # noqa: BLE001 - a damaged index is the admin's to repair
-        logger.exception("index of %s failed to load", theme.name)
-        error = redact(str(exc), config.secrets())
-        st.error(text(lang, "index_failed", theme=theme.name, error=error))
+    opened = open_theme(config, theme, lang)
+    if opened is None:
         return
-    if index.name is None:
-        st.info(text(lang, "empty_index"))
-    engine = engine_for(theme, index, lang, S.detail_pref or theme.settings.detail)
+    index, engine = opened
     note_interrupted_turn(engine, conversation)
 
     for i, entry in enumerate(conversation.entries):

@@ -422,6 +422,11 @@ def _show_batch(t: Tr, theme: Theme) -> None:
     st.progress(1.0, text="100 %")
     counts = {k: outcome.count(k) for k in _STATUS_KEYS}
     (st.warning if counts["rejected"] else st.success)(t("batch_done", **counts))
+    # A file indexed with a warning (not valid UTF-8, renamed to a safe name) is the
+    # admin's to check: its note shares the column of a refused file's reason.
+    noted = sum(1 for f in outcome.files if f.warning and not f.reason)
+    if noted:
+        st.info(t("batch_warnings", count=noted))
     if outcome.files:
         st.dataframe(
             pd.DataFrame(
@@ -430,7 +435,7 @@ def _show_batch(t: Tr, theme: Theme) -> None:
                         t("file"): f.file_name,
                         t("status"): t(_STATUS_KEYS[f.status]),
                         t("chunks"): f.chunks,
-                        t("reason"): f.reason or "",
+                        t("reason"): f.reason or f.warning or "",
                     }
                     for f in outcome.files
                 ]

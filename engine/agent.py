@@ -52,12 +52,18 @@ from engine.events import CorrectionEvent
 from engine.formatter import InjectedThoughtStep
 from engine.models.errors import ContextOverflowError
 from engine.models.inprocess import GenerationUsage, InProcessModel
-from engine.observations import render_observation
+from engine.observations import findings_of, render_observation
 from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY, TolerantReActOutputParser
-from engine.prompts import FALLBACK_ANSWER, FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT, Language
+from engine.prompts import (
+    FALLBACK_ANSWER,
+    FORCE_FINAL_INSTRUCTION,
+    STOP_REASON_TEXT,
+    Language,
+    stop_reason_text,
+)
 from engine.step_stream import StepShaper
 from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, redact, stream_llm
-from engine.types import StopReason, ToolCallRecord
+from engine.types import LLMFault, StopReason, ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +93,12 @@ class TurnState:
     answer: str | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     observations: list[tuple[str, str]] = field(default_factory=list)
+    # What the tool results taught, in the user's words (a fallback answer lists them).
+    findings: list[str] = field(default_factory=list)
+    # The provider of the model ("mistral", "openai_like", "local", ""), and the call
+    # that failed when the model could not be reached.
+    provider: str = ""
+    fault: LLMFault | None = None
     waiting_question: str | None = None
     internal_errors: list[str] = field(default_factory=list)
     # Reasoning to start from (resuming after ask_user); consumed by the first step.
@@ -95,6 +107,14 @@ class TurnState:
     usage: list[GenerationUsage] = field(default_factory=list)
     # What the token budget had to shorten in this turn ("observations", "history"...).
     trimmed: list[str] = field(default_factory=list)
+    # The question is a computation (compact profile): no Answer before a tool has run.
+    # Left free, the 1.5B model answered "12.5% of 3,480" from its head (420).
+    tool_required: bool = False
+
+    def note_result(self, tool_name: str, output: ToolOutput, observation: str) -> None:
+        """Record a tool's Observation, and what it taught for a fallback answer."""
+        self.observations.append((tool_name, observation))
+        self.findings.extend(findings_of(tool_name, output, observation, self.language))
 
     def request_final(self, reason: StopReason) -> None:
         if not self.force_final:
@@ -232,7 +252,12 @@ class ChatitegoReActAgent(ReActAgent):
         if state.force_final:
             state.force_final_attempted = True
         state.last_output = ""
-        call_kwargs = self._call_kwargs(fitted.max_output, step_tools)
+        must_act = (
+            bool(step_tools)
+            and state.tool_required
+            and not any(not call.is_error for call in state.tool_calls)
+        )
+        call_kwargs = self._call_kwargs(fitted.max_output, step_tools, must_act)
         text = await self._call_model(ctx, fitted.messages, reasoning, call_kwargs)
         if not isinstance(self.llm, InProcessModel):
             state.usage.append(GenerationUsage(fitted.prompt_tokens, 0, 0, 0.0))
@@ -272,13 +297,15 @@ class ChatitegoReActAgent(ReActAgent):
         window = llm.metadata.context_window
         return estimate_tokens, TokenBudget(window, min(self._max_output_tokens, window // 4))
 
-    def _call_kwargs(self, max_output: int, step_tools: Sequence[AsyncBaseTool]) -> dict[str, Any]:
+    def _call_kwargs(
+        self, max_output: int, step_tools: Sequence[AsyncBaseTool], must_act: bool = False
+    ) -> dict[str, Any]:
         if not isinstance(self.llm, InProcessModel):
             # Only a shortened answer room is passed on: remote models keep their settings.
             return {"max_tokens": max_output} if max_output < self._max_output_tokens else {}
         kwargs: dict[str, Any] = {"max_tokens": max_output, "usage_sink": self._turn.usage}
         if self._constrained:
-            kwargs["grammar"] = react_grammar(step_tools)
+            kwargs["grammar"] = react_grammar(step_tools, require_action=must_act)
             kwargs["stop"] = list(COMPACT_STOPS if step_tools else ANSWER_ONLY_STOPS)
         return kwargs
 
@@ -391,6 +418,8 @@ class ChatitegoReActAgent(ReActAgent):
         state = self._turn
         state.stop_reason = _STOP_OF_FAULT.get(exc.kind, StopReason.LLM_UNAVAILABLE)
         state.stop_detail = exc.message
+        if state.stop_reason in (StopReason.LLM_UNAVAILABLE, StopReason.LLM_AUTH_FAILED):
+            state.fault = LLMFault(state.provider, exc.attempts, round(exc.elapsed_s, 2))
         return self._final_output(compose_fallback_answer(state, state.stop_reason))
 
     def _compose_fallback(self) -> AgentOutput:
@@ -474,7 +503,7 @@ class ChatitegoReActAgent(ReActAgent):
                     is_error=bool(output.is_error),
                 )
             )
-            state.observations.append((result.tool_name, observation))
+            state.note_result(result.tool_name, output, observation)
             reasoning.append(ObservationReasoningStep(observation=observation))
             if result.tool_name == ASK_USER_TOOL and not output.is_error:
                 question = str(output.content).strip()
@@ -607,18 +636,16 @@ def merge_same_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
 def compose_fallback_answer(state: TurnState, reason: StopReason) -> str:
     """A clear final answer built from what the turn learnt, when the model could not give one."""
     texts = FALLBACK_ANSWER[state.language]
-    reason_text = STOP_REASON_TEXT[state.language].get(reason.value, reason.value)
+    reason_text = stop_reason_text(state.language, reason.value, state.fault)
     lines = [texts["intro"].format(reason=reason_text)]
-    # Each distinct result once: a model going in circles gets the same one many times.
-    useful = list(
-        dict.fromkeys(
-            (tool, obs) for tool, obs in state.observations if not obs.startswith("Error")
-        )
-    )
+    # Each distinct finding once: a model going in circles gets the same one many times.
+    # The findings are written for the user (engine.observations.findings_of): never
+    # the Observation's own framing, which is written for the model.
+    useful = list(dict.fromkeys(state.findings))
     if useful:
         lines.append(texts["known"])
-        # One line per result: a tool's own line breaks could read as ReAct markers.
-        lines.extend(f"- {tool} → {' '.join(obs[:300].split())}" for tool, obs in useful[-5:])
+        # One line per finding: a tool's own line breaks could read as ReAct markers.
+        lines.extend(f"- {finding}" for finding in useful[-5:])
     else:
         lines.append(texts["nothing"])
     lines.append(texts["next"])

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
@@ -32,19 +33,20 @@ from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
-from engine.intent import Intent, classify_intent
-from engine.llms import LLMConfigurationError, resolve_provider
+from engine.intent import Intent, choose_date_tool, classify_intent
+from engine.llms import LLMConfigurationError, provider_of, resolve_provider
 from engine.markers import is_fence, match_marker
 from engine.models.inprocess import InProcessModel, is_in_process
 from engine.observations import render_observation
-from engine.prompts import STOP_REASON_TEXT, Language, default_theme_prompt, system_header
+from engine.prompts import Language, default_theme_prompt, stop_reason_text, system_header
 from engine.router import ToolRouter
 from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.tools.theme_rag import SEARCH_TOOL_NAME as _SEARCH_TOOL
-from engine.transport import RetryPolicy, redact
+from engine.transport import FaultKind, RetryPolicy, backoff_delay, classify_fault, redact
 from engine.types import (
+    LLMFault,
     ReActBlock,
     ReActType,
     Source,
@@ -79,7 +81,9 @@ COMPACT_MAX_OUTPUT_TOKENS = 400
 # The general tools a compact step gets for each intent.
 COMPACT_INTENT_TOOLS = {
     Intent.CALCULATION: ("calculate",),
-    Intent.DATE: ("now", "date_add", "date_diff", "parse_date"),
+    # In this order: the small model leans to the first tool listed, and "now" only
+    # answers questions about today.
+    Intent.DATE: ("parse_date", "date_add", "date_diff", "now"),
 }
 
 
@@ -143,6 +147,8 @@ class ReActEngine:
         self.index: Any = None
         self._theme: Theme | None = None
         self._theme_prompt = ""
+        self._custom_theme_prompt = ""
+        self._theme_title = ""
         self._retriever: HybridRetriever | None = None
         self._theme_tools: list[BaseTool] = []
         self._history = PreparedHistory(messages=[])
@@ -193,6 +199,10 @@ class ReActEngine:
         self.index = index
         self._theme = resolved
         self._theme_prompt = resolved.system_prompt.strip() if resolved is not None else ""
+        # The compact profile keeps only the admin's own prompt: the default one is
+        # about calling the search tool, which a documents step does not have.
+        self._custom_theme_prompt = self._theme_prompt
+        self._theme_title = (resolved.settings.title or resolved.name) if resolved else ""
         if resolved is not None and not self._theme_prompt and theme_tools:
             self._theme_prompt = default_theme_prompt(
                 resolved.settings.title or resolved.name, self.language, _SEARCH_TOOL
@@ -317,7 +327,7 @@ class ReActEngine:
         llm = self._get_llm()
         if not (self._started and self._compact and isinstance(llm, InProcessModel)):
             return
-        header = compact_header(self.language, self.detail, self._theme_prompt)
+        header = self._compact_header(self.language)
         prefill = getattr(llm, "prefill", None)
         if prefill is not None:
             prefill([documents_system_message(header)])
@@ -394,7 +404,7 @@ class ReActEngine:
         state.tool_calls.append(
             ToolCallRecord(_SEARCH_TOOL, kwargs, observation, bool(output.is_error))
         )
-        state.observations.append((_SEARCH_TOOL, observation))
+        state.note_result(_SEARCH_TOOL, output, observation)
         state.initial_reasoning = [
             ActionReasoningStep(thought=thought, action=_SEARCH_TOOL, action_input=kwargs),
             ObservationReasoningStep(observation=observation),
@@ -434,13 +444,18 @@ class ReActEngine:
         try:
             assert self._router is not None
             llm = self._get_llm()
+            state.provider = provider_of(llm)
             self._settle_profile(llm)
             documents_first = False
             if self._compact and not history.waiting_for_user:
                 intent = await asyncio.to_thread(classify_intent, llm, prompt)
                 tools = self._compact_tools(intent)
+                if intent is Intent.DATE and len(tools) > 1:
+                    chosen = await asyncio.to_thread(choose_date_tool, llm, prompt)
+                    tools = [t for t in tools if t.metadata.get_name() == chosen] or tools
                 documents_first = intent is Intent.OTHER and self._searches_first()
                 route = _compact_route(intent, documents_first)
+                state.tool_required = intent is not Intent.OTHER and bool(tools)
             else:
                 # The theme's tools are always offered: the router never drops the RAG tool.
                 tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
@@ -501,7 +516,8 @@ class ReActEngine:
     def _compact_tools(self, intent: Intent) -> list[BaseTool]:
         """The tools of a compact step: those the intent calls for, if the theme allows them."""
         wanted = COMPACT_INTENT_TOOLS.get(intent, ())
-        return [t for t in enabled_general_tools(self._theme) if t.metadata.get_name() in wanted]
+        enabled = {t.metadata.get_name(): t for t in enabled_general_tools(self._theme)}
+        return [enabled[name] for name in wanted if name in enabled]
 
     def _state(self) -> TurnState:
         return TurnState(
@@ -531,9 +547,17 @@ class ReActEngine:
         detail = ""
         sources: list[Source] = []
         stream: Any = None
+        fault: LLMFault | None = None
+        provider = ""
+        # The engine's RetryPolicy is the only retry layer (the SDKs' are off): a fault
+        # before the first token is retried within the budget, retrieval included.
+        policy = self._retry_policy()
+        started = time.monotonic()
+        deadline = started + policy.total_budget_s + c.tool_timeout_s
+        attempts = 0
 
         def outcome() -> TurnOutcome:
-            text = answer.strip() or _no_answer_text(self.language, stop_reason)
+            text = answer.strip() or _no_answer_text(self.language, stop_reason, fault)
             return TurnOutcome(
                 stop_reason=stop_reason,
                 answer=text,
@@ -541,59 +565,81 @@ class ReActEngine:
                 steps=1,
                 sources=sources,
                 detail=detail,
+                fault=fault,
             )
 
         yield "Answer: "
-        try:
-            assert self._retriever is not None
-            system_prompt = "\n\n".join(
-                p for p in (self._theme_prompt, _CHAT_LANGUAGE_RULE[self.language]) if p
-            )
-            chat_engine = CondensePlusContextChatEngine.from_defaults(
-                retriever=self._retriever,
-                llm=self._get_llm(),
-                chat_history=list(self._history.messages),
-                system_prompt=system_prompt,
-            )
-            # asyncio.timeout, not wait_for: no extra task, see _own_chat_stream.
-            async with asyncio.timeout(c.llm_retry_budget_s + c.tool_timeout_s):
-                response = await chat_engine.astream_chat(prompt)
-            stream = _own_chat_stream(response)
-            sources = [source_of_node(node) for node in response.source_nodes]
-            timeout = c.llm_timeout_s  # until the first token, then the stall limit
-            while True:
-                try:
-                    async with asyncio.timeout(timeout):
-                        chunk = await anext(stream)
-                except StopAsyncIteration:
-                    break
-                timeout = c.llm_stall_timeout_s
-                delta = chunk.delta or ""
-                if delta:
-                    answer += delta
-                    yield delta
-        except (GeneratorExit, asyncio.CancelledError):
-            stop_reason = StopReason.CANCELLED
-            self.last_outcome = outcome()
-            raise
-        except LLMConfigurationError as exc:
-            stop_reason = StopReason.MODEL_ERROR
-            detail = redact(str(exc), secrets)
-        except TimeoutError:
-            stop_reason = StopReason.LLM_UNAVAILABLE
-            detail = "the chat engine gave no answer in time"
-        except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
-            logger.error(
-                "chat turn failed\n%s", redact("".join(traceback.format_exception(exc)), secrets)
-            )
-            stop_reason = StopReason.INTERNAL_ERROR
-            detail = redact(f"{type(exc).__name__}: {exc}", secrets)
-        finally:
-            if stream is not None:
-                try:
-                    await stream.aclose()
-                except Exception as exc:  # noqa: BLE001 - closing must not hide the outcome
-                    logger.warning("closing the chat stream failed: %s", redact(str(exc), secrets))
+        while True:
+            attempts += 1
+            retry_in: float | None = None
+            try:
+                assert self._retriever is not None
+                llm = self._get_llm()
+                provider = provider_of(llm)
+                system_prompt = "\n\n".join(
+                    p for p in (self._theme_prompt, _CHAT_LANGUAGE_RULE[self.language]) if p
+                )
+                chat_engine = CondensePlusContextChatEngine.from_defaults(
+                    retriever=self._retriever,
+                    llm=llm,
+                    chat_history=list(self._history.messages),
+                    system_prompt=system_prompt,
+                )
+                # asyncio.timeout, not wait_for: no extra task, see _own_chat_stream.
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    response = await chat_engine.astream_chat(prompt)
+                stream = _own_chat_stream(response)
+                sources = [source_of_node(node) for node in response.source_nodes]
+                timeout = c.llm_timeout_s  # until the first token, then the stall limit
+                while True:
+                    try:
+                        async with asyncio.timeout(timeout):
+                            chunk = await anext(stream)
+                    except StopAsyncIteration:
+                        break
+                    timeout = c.llm_stall_timeout_s
+                    delta = chunk.delta or ""
+                    if delta:
+                        answer += delta
+                        yield delta
+            except (GeneratorExit, asyncio.CancelledError):
+                stop_reason = StopReason.CANCELLED
+                self.last_outcome = outcome()
+                raise
+            except LLMConfigurationError as exc:
+                stop_reason = StopReason.MODEL_ERROR
+                detail = redact(str(exc), secrets)
+            except Exception as exc:  # noqa: BLE001 - stream() must end with a typed reason
+                kind, retry_after = classify_fault(exc)
+                stop_reason = _CHAT_STOP_OF_FAULT[kind]
+                detail = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
+                if isinstance(exc, TimeoutError):
+                    detail = "the chat engine gave no answer in time"
+                if kind is FaultKind.FATAL:
+                    logger.error(
+                        "chat turn failed\n%s",
+                        redact("".join(traceback.format_exception(exc)), secrets),
+                    )
+                elif kind is FaultKind.RETRYABLE and not answer:
+                    delay = backoff_delay(attempts, retry_after, policy)
+                    if attempts < policy.max_attempts and time.monotonic() + delay < deadline:
+                        retry_in = delay
+                if stop_reason in (StopReason.LLM_UNAVAILABLE, StopReason.LLM_AUTH_FAILED):
+                    fault = LLMFault(provider, attempts, round(time.monotonic() - started, 2))
+            finally:
+                if stream is not None:
+                    try:
+                        await stream.aclose()
+                    except Exception as exc:  # noqa: BLE001 - closing must not hide the outcome
+                        logger.warning(
+                            "closing the chat stream failed: %s", redact(str(exc), secrets)
+                        )
+                    stream = None
+            if retry_in is None:
+                break
+            logger.warning("chat turn attempt %d failed: %s", attempts, detail)
+            stop_reason, detail, fault = StopReason.ANSWERED, "", None
+            await asyncio.sleep(retry_in)
         if stop_reason is StopReason.ANSWERED and not answer.strip():
             stop_reason = StopReason.INTERNAL_ERROR
             detail = "the chat engine returned an empty answer"
@@ -602,6 +648,9 @@ class ReActEngine:
         yield "\n"
         self.last_outcome = outcome()
 
+    def _compact_header(self, language: Language) -> str:
+        return compact_header(language, self.detail, self._custom_theme_prompt, self._theme_title)
+
     def _build_agent(
         self, tools: Sequence[BaseTool], state: TurnState, *, documents_first: bool = False
     ) -> ChatitegoReActAgent:
@@ -609,8 +658,9 @@ class ReActEngine:
         formatter: ChatitegoReActFormatter | CompactReActFormatter
         if self._compact:
             formatter = CompactReActFormatter(
-                header=compact_header(state.language, self.detail, context),
+                header=self._compact_header(state.language),
                 documents_first=documents_first,
+                language=state.language,
             )
         else:
             formatter = ChatitegoReActFormatter(
@@ -758,7 +808,27 @@ class _RawStream:
                 completion_tokens=sum(u.completion_tokens for u in state.usage),
             ),
             route=route,
+            fault=state.fault,
         )
+
+
+# What a chat-mode turn that failed says (a ReAct turn composes its own fallback answer).
+_NAMED_NO_ANSWER = frozenset(
+    {
+        StopReason.CANCELLED,
+        StopReason.LLM_UNAVAILABLE,
+        StopReason.LLM_AUTH_FAILED,
+        StopReason.CONTEXT_OVERFLOW,
+        StopReason.MODEL_ERROR,
+    }
+)
+_CHAT_STOP_OF_FAULT = {
+    FaultKind.RETRYABLE: StopReason.LLM_UNAVAILABLE,
+    FaultKind.AUTH: StopReason.LLM_AUTH_FAILED,
+    FaultKind.CONTEXT_OVERFLOW: StopReason.CONTEXT_OVERFLOW,
+    FaultKind.MODEL_ERROR: StopReason.MODEL_ERROR,
+    FaultKind.FATAL: StopReason.INTERNAL_ERROR,
+}
 
 
 def _compact_route(intent: Intent, documents_first: bool) -> str:
@@ -828,9 +898,11 @@ def _sources_of_output(output: Any) -> list[Source]:
     return []
 
 
-def _no_answer_text(language: Language, stop_reason: StopReason | None) -> str:
-    key = "cancelled" if stop_reason is StopReason.CANCELLED else "internal_error"
-    reason = STOP_REASON_TEXT[language][key]
+def _no_answer_text(
+    language: Language, stop_reason: StopReason | None, fault: LLMFault | None = None
+) -> str:
+    key = stop_reason.value if stop_reason in _NAMED_NO_ANSWER else "internal_error"
+    reason = stop_reason_text(language, key, fault)
     if language == "fr":
         return f"Désolé, la réponse n'a pas pu être produite ({reason}). Réessayez."
     return f"Sorry, the answer could not be produced ({reason}). Please retry."

@@ -86,3 +86,50 @@ def classify_intent(model: Any, question: str) -> Intent:
         logger.warning("intent classification failed: %s: %s", type(exc).__name__, exc)
         return Intent.OTHER
     return plausible(intent, question)
+
+
+# --- which date tool -----------------------------------------------------------------------------
+
+DATE_TOOL_SYSTEM = """\
+Pick the one date tool that answers the request. Reply with its name:
+parse_date - the weekday of a given date;
+date_add - a date plus or minus days, weeks, months or years;
+date_diff - the number of days between two dates;
+now - today's date or the current time."""
+
+# Shown all four tools in its ReAct step, the 1.5B model took the first listed:
+# "How many days between 2024-01-01 and 2024-03-01?" got parse_date, then an
+# invented "20 days". One narrow choice, with examples, it makes well.
+DATE_TOOL_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("Quel jour de la semaine tombe le 3 mars 2027 ?", "parse_date"),
+    ("How many days from 2023-05-01 to 2023-06-15?", "date_diff"),
+    ("Quelle date serons-nous 10 jours après le 2024-02-25 ?", "date_add"),
+    ("Quelle est la date d'aujourd'hui ?", "now"),
+    ("What day of the week was 4 July 1776?", "parse_date"),
+    ("Combien de jours entre le 1er mai et le 14 juillet 2025 ?", "date_diff"),
+)
+DATE_TOOLS = ("parse_date", "date_add", "date_diff", "now")
+DATE_TOOL_GRAMMAR = "root ::= " + " | ".join(f'"{name}"' for name in DATE_TOOLS) + "\n"
+
+
+def date_tool_messages(question: str) -> list[ChatMessage]:
+    messages = [ChatMessage(role=MessageRole.SYSTEM, content=DATE_TOOL_SYSTEM)]
+    for example, tool in DATE_TOOL_EXAMPLES:
+        messages.append(ChatMessage(role=MessageRole.USER, content=example))
+        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=tool))
+    messages.append(ChatMessage(role=MessageRole.USER, content=" ".join(question.split())))
+    return messages
+
+
+def choose_date_tool(model: Any, question: str) -> str | None:
+    """The date tool the question needs; ``None`` (offer them all) when the choice fails."""
+    try:
+        name = str(
+            model.side_complete(
+                date_tool_messages(question), max_tokens=6, grammar=DATE_TOOL_GRAMMAR
+            )
+        ).strip()
+    except Exception as exc:  # noqa: BLE001 - without a choice the step offers every date tool
+        logger.warning("date tool choice failed: %s: %s", type(exc).__name__, exc)
+        return None
+    return name if name in DATE_TOOLS else None

@@ -7,7 +7,10 @@ answer language is stated, and tool results are marked as data.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from engine.types import LLMFault
 
 Language = Literal["fr", "en"]
 
@@ -191,6 +194,46 @@ STOP_REASON_TEXT = {
         "internal_error": "internal error",
     },
 }
+
+# Who did not answer, named in the user's words (engine.llms.provider_of gives the key).
+PROVIDER_NAMES = {
+    "fr": {
+        "mistral": "Mistral",
+        "openai_like": "le serveur compatible OpenAI",
+        "local": "le modèle local",
+    },
+    "en": {
+        "mistral": "Mistral",
+        "openai_like": "the OpenAI-compatible server",
+        "local": "the local model",
+    },
+}
+
+_FAULT_TEXT = {
+    "fr": {
+        "llm_unavailable": "{provider} ne répond pas, {attempts} tentative{s} en {seconds} s",
+        "llm_auth_failed": "{provider} refuse la clé d'accès",
+    },
+    "en": {
+        "llm_unavailable": "{provider} is not answering, {attempts} attempt{s} in {seconds} s",
+        "llm_auth_failed": "{provider} refused the access key",
+    },
+}
+
+
+def stop_reason_text(language: Language, reason: str, fault: LLMFault | None = None) -> str:
+    """Why a turn stopped, in a few words; names the provider when the model failed."""
+    generic = STOP_REASON_TEXT[language].get(reason, reason)
+    template = _FAULT_TEXT[language].get(reason)
+    if fault is None or template is None or fault.provider not in PROVIDER_NAMES[language]:
+        return generic
+    seconds = f"{fault.elapsed_s:.0f}" if fault.elapsed_s >= 10 else f"{fault.elapsed_s:.1f}"
+    return template.format(
+        provider=PROVIDER_NAMES[language][fault.provider],
+        seconds=seconds.replace(".", ",") if language == "fr" else seconds,
+        attempts=fault.attempts,
+        s="s" if fault.attempts > 1 else "",
+    )
 
 
 # A theme whose admin wrote no system prompt still has documents: without a word

@@ -49,12 +49,19 @@ class RetryPolicy:
 
 
 class LLMCallFailed(Exception):
-    """The model could not be reached within the policy; ``kind`` says why."""
+    """The model could not be reached within the policy; ``kind`` says why.
 
-    def __init__(self, kind: FaultKind, message: str) -> None:
+    ``attempts`` and ``elapsed_s`` say what was tried: the user's message quotes them.
+    """
+
+    def __init__(
+        self, kind: FaultKind, message: str, *, attempts: int = 1, elapsed_s: float = 0.0
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
 
 
 class StreamStalled(TimeoutError):
@@ -160,12 +167,15 @@ async def stream_llm(
     deltas, ``on_retry`` is told so that the caller can reset what it built.
     ``call_kwargs`` go to ``astream_chat`` (e.g. ``max_tokens``).
     """
-    deadline = time.monotonic() + policy.total_budget_s
+    started = time.monotonic()
+    deadline = started + policy.total_budget_s
     last_error = "no attempt made"
+    made = 0  # attempts really started
     for attempt in range(1, policy.max_attempts + 1):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
+        made = attempt
         try:
             return await asyncio.wait_for(
                 _one_attempt(llm, messages, on_delta, policy, call_kwargs or {}),
@@ -178,19 +188,24 @@ async def stream_llm(
             last_error = redact(f"{type(exc).__name__}: {exc}", secrets)[:300]
             logger.warning("LLM call attempt %d failed (%s): %s", attempt, kind.value, last_error)
             if kind is not FaultKind.RETRYABLE:
-                raise LLMCallFailed(kind, last_error) from None
+                raise LLMCallFailed(
+                    kind, last_error, attempts=made, elapsed_s=time.monotonic() - started
+                ) from None
             if attempt == policy.max_attempts:
                 break
-            delay = _backoff(attempt, retry_after, policy)
+            delay = backoff_delay(attempt, retry_after, policy)
             if time.monotonic() + delay >= deadline:
                 break
             if on_retry is not None:
                 on_retry(attempt, last_error)
             await asyncio.sleep(delay)
-    raise LLMCallFailed(FaultKind.RETRYABLE, last_error)
+    raise LLMCallFailed(
+        FaultKind.RETRYABLE, last_error, attempts=made, elapsed_s=time.monotonic() - started
+    )
 
 
-def _backoff(attempt: int, retry_after: float | None, policy: RetryPolicy) -> float:
+def backoff_delay(attempt: int, retry_after: float | None, policy: RetryPolicy) -> float:
+    """The wait before attempt ``attempt + 1``: Retry-After when given, else jittered backoff."""
     if retry_after is not None:
         return min(retry_after, policy.total_budget_s)
     base = min(policy.backoff_max_s, policy.backoff_initial_s * 2 ** (attempt - 1))

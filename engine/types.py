@@ -93,6 +93,19 @@ class TurnUsage:
     completion_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class LLMFault:
+    """The model call that ended a turn: which provider, how many attempts, how long.
+
+    ``provider`` is "mistral", "openai_like", "local", or "" for a model of unknown
+    kind (an injected one); messages name it ("Mistral ne répond pas").
+    """
+
+    provider: str
+    attempts: int
+    elapsed_s: float
+
+
 @dataclass
 class TurnOutcome:
     """What a finished turn produced; ``ReActEngine.last_outcome`` after each run."""
@@ -108,6 +121,9 @@ class TurnOutcome:
     # How the turn was led: "react" (the model picks among the tools), or for the compact
     # profile the question's intent ("documents", "calculation", "date", "direct").
     route: str = "react"
+    # Set when the model could not be reached or refused the key (llm_unavailable,
+    # llm_auth_failed): the provider, attempts and time spent.
+    fault: LLMFault | None = None
 
     @property
     def answered(self) -> bool:

@@ -146,6 +146,12 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Publication de la nouvelle version de l'index",
         "Publishing the new index version",
     ),
+    "batch_warnings": (
+        "{count} fichier(s) indexé(s) avec une remarque à vérifier (colonne « Raison »), "
+        "par exemple un texte qui n'était pas en UTF-8 et dont les accents peuvent être faux.",
+        "{count} file(s) indexed with a note to check (column “Reason”), for example a text "
+        "that was not UTF-8 and whose accents may be wrong.",
+    ),
     "batch_done": (
         "Terminé : {ingested} ingéré(s), {updated} mis à jour, {unchanged} inchangé(s), "
         "{rejected} refusé(s), {removed} retiré(s).",

@@ -198,7 +198,12 @@ def test_now_unknown_timezone_lists_examples(fixed_clock: datetime) -> None:
     ],
 )
 def test_parse_date_formats(fixed_clock: datetime, text: str, expected: str) -> None:
-    assert parse_date(text) == expected
+    assert parse_date(text).split(" (")[0] == expected
+
+
+def test_parse_date_gives_the_weekday_of_any_date() -> None:
+    # "Quel jour de la semaine était le 14 juillet 1789 ?" is answered by this tool.
+    assert parse_date("14 juillet 1789") == "1789-07-14 (Tuesday)"
 
 
 @pytest.mark.parametrize("timestamp", ["1741737600", "1741737600.5", "20250312"])

@@ -68,11 +68,13 @@ def test_build_mistral_with_key() -> None:
         512,
         42,
     )
+    # One retry layer (issue 11): the engine's RetryPolicy retries, the SDK does not.
+    # Its retries used to sleep through the engine's budget inside one attempt.
     retries = llm.additional_kwargs["retries"]
     assert isinstance(retries, RetryConfig)
-    assert retries.strategy == "backoff"
-    assert retries.retry_connection_errors is True
-    assert retries.backoff.max_elapsed_time == 15000  # half the retry budget, in ms
+    assert retries.strategy == "none"
+    assert retries.retry_connection_errors is False
+    assert llm.max_retries == 0
     assert llm.additional_kwargs["stop"] == STOP_SEQUENCES
     # What reaches the SDK: the RetryConfig replaces the wrapper's bare int.
     sdk_kwargs = llm._model_kwargs
@@ -115,6 +117,9 @@ def test_build_openai_like_with_url() -> None:
     assert llm.model == "qwen2.5:1.5b"
     assert llm.is_chat_model
     assert llm.additional_kwargs["stop"] == STOP_SEQUENCES
+    # One retry layer: 0 turns off the OpenAI client's retries and llama-index's tenacity.
+    assert llm.max_retries == 0
+    assert llm._get_client().max_retries == 0
     # The key reaches the client, but no repr, str or dump (instrumentation events) shows it.
     assert llm._get_credential_kwargs()["api_key"] == FAKE_KEY
     assert FAKE_KEY not in repr(llm)

@@ -29,6 +29,7 @@ from themes.retrieval import (
     clean_translation,
     detect_language,
     split_sentences,
+    with_announced,
 )
 from themes.theme import RetrievalSettings, ThemeRepository
 
@@ -258,6 +259,32 @@ def test_compression_always_keeps_the_best_sentence_of_each_chunk(
     remote = next(item for item in result.items if item.node_id == "remote")
     assert remote.compressed_text == "[…] Parking spaces are assigned by seniority."
     assert all(item.compressed_text.strip(" […]") for item in result.items)
+
+
+def test_compression_keeps_what_a_kept_sentence_announces_with_a_colon() -> None:
+    text = (
+        "The generator is never closed.\n\nIt can cause the error:\n\n"
+        "OSError: [Errno 24] Too many open files\n\nWhy reset() closes nothing."
+    )
+    spans = split_sentences(text)
+    assert len(spans) == 4
+    keep = with_announced(text, spans, [False, True, False, False])
+    assert keep == [False, True, True, False]
+    # The announced line itself ends with no colon: nothing more is added.
+    assert with_announced(text, spans, [False, False, True, False]) == [False, False, True, False]
+    listed = (
+        "Key settings:\nragkwargs must contain at least:\n- theme\n- detail\n- language\n\nEnd."
+    )
+    spans = split_sentences(listed)
+    assert len(spans) == 6
+    assert with_announced(listed, spans, [False, True, False, False, False, False]) == [
+        False,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]
 
 
 def test_without_compression_the_chunks_are_whole(office: IndexVersion, minilm: Any) -> None:

@@ -292,10 +292,17 @@ class IndexStorage:
         )
 
     def load_version(self, name: str) -> IndexVersion:
-        """Load one complete version by name, e.g. the previous one from ``list_versions()``."""
+        """Load one complete version by name, e.g. the previous one from ``list_versions()``.
+
+        A version that cannot be loaded (missing, truncated, altered) raises
+        ``IndexCorrupted`` naming the file, as ``load_current`` does.
+        """
         if _VERSION_RE.fullmatch(name) is None:
             raise ValueError(f"not a version name: {name!r}")
-        return self._load_version(name, frozen=True)
+        try:
+            return self._load_version(name, frozen=True)
+        except Exception as exc:  # noqa: BLE001 - any failure to parse is damage
+            raise self._damaged(name, exc) from exc
 
     def refresh(self, previous: IndexVersion | None) -> IndexVersion:
         """``previous`` if it is still the published version, else a fresh ``load_current()``."""

@@ -550,8 +550,37 @@ class HybridRetriever(BaseRetriever):
                 i == top or (best > 0 and float(s) / best >= threshold)
                 for i, s in enumerate(chunk_scores.tolist())
             ]
-            result.append(_join_kept(text, chunk_spans, keep))
+            result.append(_join_kept(text, chunk_spans, with_announced(text, chunk_spans, keep)))
         return result
+
+
+def with_announced(text: str, spans: list[tuple[int, int]], keep: list[bool]) -> list[bool]:
+    """``keep``, plus the sentence after each kept one that ends with a colon.
+
+    "Cela peut provoquer l'erreur :" is close to a question about that error;
+    the line it announces ("OSError: [Errno 24] Too many open files") is the
+    answer, yet shares few words with the question. Seen on the eval set: the
+    answer was cut, and both the engine and the one-call baseline missed it.
+    """
+    kept = list(keep)
+    for i in range(len(spans) - 1):
+        start, end = spans[i]
+        if not (keep[i] and text[start:end].rstrip(_CLOSERS).endswith(":")):
+            continue
+        kept[i + 1] = True
+        # A list announced by the colon comes whole ("au minimum :" - theme, detail, language).
+        j = i + 1
+        while j < len(spans) and j - i <= MAX_ANNOUNCED_ITEMS and _is_list_item(text, spans[j]):
+            kept[j] = True
+            j += 1
+    return kept
+
+
+MAX_ANNOUNCED_ITEMS = 8
+
+
+def _is_list_item(text: str, span: tuple[int, int]) -> bool:
+    return _LIST_ITEM_RE.match(text[span[0] : span[1]]) is not None
 
 
 def _join_kept(text: str, spans: list[tuple[int, int]], keep: list[bool]) -> str:

@@ -41,6 +41,8 @@ class ChatEntry(BaseModel):
     content: str
     stop_reason: str | None = None
     detail: str | None = None
+    # The model's provider when it failed (llm_unavailable, llm_auth_failed); session only.
+    provider: str | None = None
     sources: list[SourceRef] = Field(default_factory=list)
     reasoning: list[ReasoningStep] = Field(default_factory=list)
     rating: int | None = None
@@ -119,6 +121,7 @@ class Conversation(BaseModel):
             content=answer or (outcome.answer if outcome else ""),
             stop_reason=(outcome.stop_reason.value if outcome else StopReason.CANCELLED.value),
             detail=outcome.detail if outcome else None,
+            provider=outcome.fault.provider if outcome and outcome.fault else None,
             sources=[
                 SourceRef(
                     file=s.file, page=s.page, chunk_id=s.chunk_id, score=s.score, snippet=s.snippet

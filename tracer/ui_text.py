@@ -31,6 +31,10 @@ _FR: dict[str, str] = {
     "pick_theme": "Thème",
     "index_failed": "Les documents du thème « {theme} » n'ont pas pu être chargés : {error}. "
     "Demandez à l'administrateur de lancer « Réparer » dans le RAG Manager.",
+    "index_damaged": "Les documents du thème « {theme} » sont endommagés ({detail}) : "
+    "Chatitego ne peut pas y répondre pour l'instant. Les documents eux-mêmes sont intacts ; "
+    "un administrateur peut reconstruire l'index dans le RAG Manager (onglet Santé, "
+    "« Réparer ») ou avec « python -m themes repair {theme} ».",
     "empty_index": "Ce thème n'a encore aucun document : les réponses ne s'appuieront sur "
     "aucune source.",
     "chat_placeholder": "Posez votre question…",
@@ -82,6 +86,10 @@ _EN: dict[str, str] = {
     "pick_theme": "Theme",
     "index_failed": "The documents of theme “{theme}” could not be loaded: {error}. Ask the "
     "administrator to run “Repair” in the RAG Manager.",
+    "index_damaged": "The documents of theme “{theme}” are damaged ({detail}): Chatitego "
+    "cannot answer from them for now. The documents themselves are intact; an administrator "
+    "can rebuild the index in the RAG Manager (Health tab, “Repair”) or with “python -m "
+    "themes repair {theme}”.",
     "empty_index": "This theme has no document yet: answers will rely on no source.",
     "chat_placeholder": "Ask your question…",
     "reply_placeholder": "Your answer to Chatitego's question…",
@@ -148,6 +156,34 @@ _STOP_EN = {
     "again, report it to the administrator.",
 }
 
+# The model's provider named, with what to check (engine.llms.provider_of gives the key).
+_PROVIDER_STOP_FR = {
+    (StopReason.LLM_UNAVAILABLE, "mistral"): "Mistral ne répond pas. Réessayez dans un moment ; "
+    "si cela dure, vérifiez la connexion à Internet, ou passez au modèle local (sans "
+    "MISTRAL_API_KEY).",
+    (StopReason.LLM_UNAVAILABLE, "openai_like"): "Le serveur compatible OpenAI ne répond pas. "
+    "Vérifiez qu'il est démarré et joignable à l'adresse OPENAI_LIKE_BASE_URL, puis réessayez.",
+    (StopReason.LLM_UNAVAILABLE, "local"): "Le modèle local n'a pas répondu à temps (machine "
+    "très chargée ?). Réessayez ; l'administrateur peut augmenter LOCAL_LLM_TURN_BUDGET_S.",
+    (StopReason.LLM_AUTH_FAILED, "mistral"): "Mistral refuse la clé d'accès. Vérifiez "
+    "MISTRAL_API_KEY, puis réessayez.",
+    (StopReason.LLM_AUTH_FAILED, "openai_like"): "Le serveur compatible OpenAI refuse la clé "
+    "d'accès. Vérifiez OPENAI_LIKE_API_KEY, puis réessayez.",
+}
+_PROVIDER_STOP_EN = {
+    (StopReason.LLM_UNAVAILABLE, "mistral"): "Mistral is not answering. Retry in a moment; if "
+    "it lasts, check the Internet connection, or switch to the local model (without "
+    "MISTRAL_API_KEY).",
+    (StopReason.LLM_UNAVAILABLE, "openai_like"): "The OpenAI-compatible server is not "
+    "answering. Check that it is started and reachable at OPENAI_LIKE_BASE_URL, then retry.",
+    (StopReason.LLM_UNAVAILABLE, "local"): "The local model did not answer in time (a very "
+    "busy machine?). Retry; the administrator can raise LOCAL_LLM_TURN_BUDGET_S.",
+    (StopReason.LLM_AUTH_FAILED, "mistral"): "Mistral refused the access key. Check "
+    "MISTRAL_API_KEY, then retry.",
+    (StopReason.LLM_AUTH_FAILED, "openai_like"): "The OpenAI-compatible server refused the "
+    "access key. Check OPENAI_LIKE_API_KEY, then retry.",
+}
+
 _FOLLOW_UP_FR = {
     FollowUp.CONTINUE: "Continuer",
     FollowUp.ANSWER_NOW: "Répondre avec ce qui est connu",
@@ -187,9 +223,15 @@ def text(language: str, key: str, **kw: Any) -> str:
     return table[key].format(**plain_fields(kw)) if kw else table[key]
 
 
-def stop_text(language: str, stop: StopReason) -> str:
-    """Why a turn ended, in plain words with what to do; empty for a plain answer."""
-    return (_STOP_EN if language == "en" else _STOP_FR).get(stop, "")
+def stop_text(language: str, stop: StopReason, provider: str | None = None) -> str:
+    """Why a turn ended, in plain words with what to do; empty for a plain answer.
+
+    ``provider`` ("mistral", "openai_like", "local") names the model that failed.
+    """
+    named = (_PROVIDER_STOP_EN if language == "en" else _PROVIDER_STOP_FR).get(
+        (stop, provider or "")
+    )
+    return named or (_STOP_EN if language == "en" else _STOP_FR).get(stop, "")
 
 
 def follow_up_label(language: str, action: FollowUp) -> str:

@@ -281,9 +281,9 @@ def _describe_duration(delta: timedelta) -> str:
 
 
 def now(timezone: str = DEFAULT_TIMEZONE) -> str:
-    """Give the current date and time (ISO 8601) with the weekday, in a time zone.
+    """Give today's date and the current time (ISO 8601, with the weekday), in a time zone.
 
-    Use it for "today", "what time is it", or before any date arithmetic.
+    Only for today and now ("today", "what time is it"); for another date, parse_date.
     `timezone` is an IANA name (default Europe/Paris), a city or an offset like +02:00.
     Example: {"timezone": "Europe/Paris"}
     """
@@ -296,8 +296,9 @@ def now(timezone: str = DEFAULT_TIMEZONE) -> str:
 def date_add(date: str, days: int = 0, weeks: int = 0, months: int = 0, years: int = 0) -> str:
     """Add (or, with negative numbers, subtract) days, weeks, months, years to a date.
 
-    Month arithmetic stays in the month: 2025-01-31 + 1 month = 2025-02-28.
-    Returns the ISO date with its weekday.
+    Use the unit the question names ("45 jours" is days=45). Month arithmetic stays
+    in the month: 2025-01-31 + 1 month = 2025-02-28. Returns the ISO date with its weekday.
+    Example: {"date": "2025-01-20", "days": 45}
     Example: {"date": "2025-01-31", "months": 1}
     """
     start = parse_date_value(date, "date")
@@ -332,11 +333,13 @@ def date_diff(start: str, end: str) -> str:
 
 
 def parse_date(text: str) -> str:
-    """Normalise a written date to ISO 8601 (YYYY-MM-DD, or YYYY-MM-DDTHH:MM:SS with a time).
+    """Normalise a written date to ISO 8601 with its weekday (the weekday of any date).
+
+    The ISO form is YYYY-MM-DD, or YYYY-MM-DDTHH:MM:SS with a time.
 
     Understands ISO, French day-first dates (12/03/2025 is 12 March), French or
     English month names ("12 mars 2025", "1er janvier 2025 à 10h30"),
     today / demain / hier. A missing year is the current year.
     Example: {"text": "12 mars 2025"}
     """
-    return format_iso(parse_date_value(text, "text"))
+    return _with_weekday(parse_date_value(text, "text"))
