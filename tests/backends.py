@@ -8,6 +8,7 @@ afterwards, so tests never see each other's themes.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,10 @@ from themes.pg.database import Database, forget_database
 from themes.pg.theme_store import PgThemeStore, postgres_theme_store
 from themes.theme_store import FolderThemeStore, ThemeStore
 
-BACKENDS = ("embedded", "postgres")
+# Both, or the one ``VECTOR_BACKEND`` named when the test run started (see ``conftest``).
+BACKENDS = tuple(os.environ.get("CHATITEGO_TEST_BACKENDS", "embedded,postgres").split(","))
+if not set(BACKENDS) <= {"embedded", "postgres"}:
+    raise ValueError(f"VECTOR_BACKEND must be embedded or postgres, not {BACKENDS!r}")
 TEMPLATE_DB = "chatitego_test_template"
 
 

@@ -19,8 +19,11 @@ for _var in ("MISTRAL_API_KEY", "OPENAI_LIKE_BASE_URL", "OPENAI_LIKE_API_KEY", "
     os.environ.pop(_var, None)
 # The server the postgres backend's tests use (set: any PostgreSQL with pgvector; unset: a
 # throwaway local one); tests themselves run on the embedded backend unless they ask.
+# VECTOR_BACKEND set (embedded or postgres): the backend-parametrised tests run on it only.
 _DATABASE_URL = os.environ.pop("DATABASE_URL", None)
-os.environ.pop("VECTOR_BACKEND", None)
+_CHOSEN_BACKEND = os.environ.pop("VECTOR_BACKEND", None)
+if _CHOSEN_BACKEND:
+    os.environ["CHATITEGO_TEST_BACKENDS"] = _CHOSEN_BACKEND
 os.environ["CHATITEGO_CONFIG"] = str(Path(__file__).parent / "no-such-config.toml")
 
 
@@ -113,7 +116,7 @@ def postgres_server() -> Iterator[str]:
         yield server.url
 
 
-@pytest.fixture(params=["embedded", "postgres"])
+@pytest.fixture(params=(_CHOSEN_BACKEND,) if _CHOSEN_BACKEND else ("embedded", "postgres"))
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Each backend in turn, also made the process's setting (``VECTOR_BACKEND``)."""
     from tests.backends import open_backend, use_backend

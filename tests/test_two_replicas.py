@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.backends import fresh_database
+from tests.backends import BACKENDS, fresh_database
+
+pytestmark = pytest.mark.skipif("postgres" not in BACKENDS, reason="VECTOR_BACKEND=embedded")
 
 ROOT = Path(__file__).resolve().parent.parent
 WEDDING = (
