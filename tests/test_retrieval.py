@@ -22,7 +22,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 
 from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.backends import BACKENDS, Backend, open_backend
-from themes.index_storage import IndexVersion
+from themes.index_storage import IndexStorage, IndexVersion
 from themes.retrieval import (
     RRF_K,
     HybridRetriever,
@@ -100,16 +100,10 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield chosen
 
 
-def build_version(
-    backend: Backend,
-    directory: Path,
-    corpus: Corpus,
-    embed_model: LlamaIndexEmbeddingAdapter,
-) -> IndexVersion:
-    """Publish ``corpus`` as a theme's index and load it back (read-only)."""
+def corpus_nodes(corpus: Corpus, embed_model: LlamaIndexEmbeddingAdapter) -> list[TextNode]:
     ids = list(corpus)
     vectors = embed_model.get_text_embedding_batch([corpus[i][2] for i in ids])
-    nodes = [
+    return [
         TextNode(
             id_=node_id,
             text=corpus[node_id][2],
@@ -118,20 +112,41 @@ def build_version(
         )
         for node_id, vector in zip(ids, vectors, strict=True)
     ]
+
+
+def build_theme_version(
+    backend: Backend,
+    directory: Path,
+    corpus: Corpus,
+    embed_model: LlamaIndexEmbeddingAdapter,
+) -> IndexVersion:
+    """Publish ``corpus`` as a new theme's index on ``backend`` and load it back (read-only)."""
     theme = ThemeRepository(directory.parent, backend.store).create(directory.name)
     with theme.storage.writer() as writer:
-        writer.vectors.add(nodes)
+        writer.vectors.add(corpus_nodes(corpus, embed_model))
     return theme.load_data()
+
+
+def build_version(
+    directory: Path, corpus: Corpus, embed_model: LlamaIndexEmbeddingAdapter
+) -> IndexVersion:
+    """Publish ``corpus`` as the embedded index in ``directory`` (a theme's folder or a bare
+    one) and load it back (read-only); for tests of the engine on a folder theme."""
+    directory.mkdir(parents=True, exist_ok=True)  # the writer wants an existing theme folder
+    storage = IndexStorage(directory)
+    with storage.writer() as writer:
+        writer.vectors.add(corpus_nodes(corpus, embed_model))
+    return storage.load_current()
 
 
 @pytest.fixture(scope="module")
 def office(tmp_path_factory: pytest.TempPathFactory, minilm: Any, backend: Backend) -> IndexVersion:
-    return build_version(backend, tmp_path_factory.mktemp("data") / "office", OFFICE, minilm)
+    return build_theme_version(backend, tmp_path_factory.mktemp("data") / "office", OFFICE, minilm)
 
 
 @pytest.fixture(scope="module")
 def badges(tmp_path_factory: pytest.TempPathFactory, minilm: Any, backend: Backend) -> IndexVersion:
-    return build_version(backend, tmp_path_factory.mktemp("data") / "badges", BADGES, minilm)
+    return build_theme_version(backend, tmp_path_factory.mktemp("data") / "badges", BADGES, minilm)
 
 
 @pytest.fixture
