@@ -56,6 +56,7 @@ class PgChunkStore(BasePydanticVectorStore):
     _theme_id: int = PrivateAttr()
     _dim: int | None = PrivateAttr(default=None)
     _frozen: bool = PrivateAttr(default=False)
+    _published: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class PgChunkStore(BasePydanticVectorStore):
         self._theme_id = theme_id
         self._dim = dim
         self._frozen = frozen
+        self._published = frozen  # a published version's reader (not a writer's store)
 
     @classmethod
     def class_name(cls) -> str:
@@ -121,7 +123,7 @@ class PgChunkStore(BasePydanticVectorStore):
     # ------------------------------------------------------------------ reading
 
     def count(self) -> int:
-        if self._frozen:
+        if self._published:
             # A reader: the count published with the version (a primary-key lookup, in the
             # same snapshot as the chunks), not a count(*) over the table.
             with self._connector.connection() as conn:
