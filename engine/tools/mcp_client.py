@@ -42,7 +42,8 @@ class McpUnavailable(Exception):
         self.server = server
         self.kind = kind
         self.detail = detail
-        super().__init__(f"MCP server {server!r}: {_EXPLAIN[kind]}{f' ({detail})' if detail else ''}")
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(f"MCP server {server!r}: {_EXPLAIN[kind]}{suffix}")
 
 
 _EXPLAIN = {
@@ -84,15 +85,28 @@ def build_client(server: McpServerConfig, timeout_s: float | None = None) -> Bas
 
 
 async def bounded(server: McpServerConfig, call: Awaitable[T], timeout_s: float) -> T:
-    """Await ``call`` within ``timeout_s``; any failure becomes ``McpUnavailable``."""
+    """Await ``call`` within ``timeout_s``; any failure becomes ``McpUnavailable``.
+
+    On timeout the call is cancelled but not waited for: stopping a stdio server
+    that is busy may take seconds more, and the turn must not pay for it.
+    """
+    task = asyncio.ensure_future(call)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if not done:
+        task.cancel()
+        _ABANDONED.add(task)
+        task.add_done_callback(_ABANDONED.discard)
+        raise McpUnavailable(server.name, McpFailure.TIMEOUT, f"{timeout_s:g} s")
     try:
-        return await asyncio.wait_for(call, timeout_s)
+        return task.result()
     except McpUnavailable:
         raise
-    except TimeoutError as exc:
-        raise McpUnavailable(server.name, McpFailure.TIMEOUT, f"{timeout_s:g} s") from exc
     except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds; all become one type
         raise classify_failure(server, exc) from exc
+
+
+# Calls cancelled on timeout, still closing their connection in the background.
+_ABANDONED: set[asyncio.Future[Any]] = set()
 
 
 def classify_failure(server: McpServerConfig, exc: BaseException) -> McpUnavailable:
