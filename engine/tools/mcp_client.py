@@ -16,11 +16,12 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar
-
-from llama_index.tools.mcp import BasicMCPClient
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from themes.mcp_config import McpServerConfig
+
+if TYPE_CHECKING:
+    from llama_index.tools.mcp import BasicMCPClient
 
 T = TypeVar("T")
 DESCRIPTION_CHARS = 200
@@ -68,6 +69,8 @@ class ServerTool:
 
 def build_client(server: McpServerConfig, timeout_s: float | None = None) -> BasicMCPClient:
     """A client for ``server``; the token comes from the environment variable it names."""
+    from llama_index.tools.mcp import BasicMCPClient  # the SDK only where MCP is used
+
     timeout = max(1, math.ceil(timeout_s or server.timeout_s))
     token = ""
     if server.token_env:
