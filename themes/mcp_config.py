@@ -56,7 +56,8 @@ class McpServerConfig(BaseModel):
     def _check_token_env(cls, value: str) -> str:
         if value and not _ENV_NAME.match(value):
             raise ValueError(
-                f"{value[:12]!r}… is not an environment variable name: store the NAME of the "
+                # The value is not quoted: it may be the token itself, pasted here.
+                "the token field takes an environment variable name: store the NAME of the "
                 "variable that holds the token (e.g. ATELIER_TOKEN), never the token itself"
             )
         return value
