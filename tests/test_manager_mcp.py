@@ -1,4 +1,5 @@
 """The RAG Manager's MCP servers: the one-line-per-server field and "Tester la connexion"."""
+# ruff: noqa: F811 - the page tests' fixtures (admin, repo) are imported, then requested
 
 from __future__ import annotations
 
@@ -91,9 +92,7 @@ def test_the_connection_test_lists_the_demo_servers_tools(
     assert any("Température, état et production" in c.value for c in at.code)
 
 
-def test_the_connection_test_says_why_it_cannot_connect(
-    admin: None, repo: ThemeRepository
-) -> None:
+def test_the_connection_test_says_why_it_cannot_connect(admin: None, repo: ThemeRepository) -> None:
     theme = repo.create("atelier")
     theme.settings.mcp_servers = [
         McpServerConfig(name="absent", command="no-such-mcp-server", allowed_tools=("x",))
