@@ -369,7 +369,14 @@ class ReActEngine:
         prefill = getattr(llm, "prefill", None)
         if prefill is not None:
             prefill([documents_system_message(header)])
-        classify_intent(llm, "Bonjour")
+        # A theme with MCP tools classifies with their summaries: the same prefix to read.
+        summaries: list[str] = []
+
+        async def live_summaries() -> None:
+            summaries.extend(tool_line(t).removeprefix("- ") for t in await self._live_tools())
+
+        _run_coroutine_sync(live_summaries())
+        classify_intent(llm, "Bonjour", summaries)
 
     def describe_llm(self) -> str:
         """A short, key-free description of the model in use."""
@@ -487,7 +494,7 @@ class ReActEngine:
             documents_first = False
             live = await self._live_tools()
             if self._compact and not history.waiting_for_user:
-                summaries = [tool_line(t).removeprefix("- ") for t in live]
+                summaries = [tool_line(t).removeprefix("- ") for t in live]  # as warm_up
                 intent = await asyncio.to_thread(classify_intent, llm, prompt, summaries)
                 # A live-data question gets the MCP tools only, not the documents.
                 tools = live if intent is Intent.LIVE else self._compact_tools(intent)

@@ -154,11 +154,12 @@ def test_a_missing_token_says_which_variable_to_set(monkeypatch: pytest.MonkeyPa
 
 
 async def test_a_slow_tool_is_cut_at_the_servers_timeout() -> None:
-    tools, _ = await MCP_TOOLS.tools([faulty("slow", timeout_s=4.0)])
+    tools, _ = await MCP_TOOLS.tools([faulty("slow", timeout_s=5.0)])
     started = time.monotonic()
     with pytest.raises(RetryException, match="no answer in time"):
         await tools[0].acall(seconds=60)
-    assert time.monotonic() - started < 6.0
+    # Cut at 5 s; the busy server is stopped in the background, not waited for.
+    assert 5.0 <= time.monotonic() - started < 6.5
 
 
 async def test_a_server_killed_mid_call_is_a_retry_then_a_forced_answer() -> None:

@@ -28,6 +28,7 @@ from llama_index.tools.mcp import McpToolSpec
 from engine.errors import ForceFinalizeException, RetryException
 from engine.observations import clean_text
 from engine.tools.mcp_client import (
+    McpFailure,
     McpUnavailable,
     bounded,
     build_client,
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 TOOL_LIST_TTL_S = 60.0
 FAILED_LIST_TTL_S = 15.0
+LIST_TIMEOUT_S = 15.0
 RESULT_CHARS = 2000
 FAILURES_BEFORE_FINAL = 2
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
@@ -121,7 +123,9 @@ class McpToolCache:
 
     async def _fetch(self, server: McpServerConfig) -> list[FunctionTool]:
         spec = _ReadOnlyToolSpec(build_client(server), allowed_tools=list(server.allowed_tools))
-        listed = await bounded(server, spec.to_tool_list_async(), server.timeout_s)
+        # Listing starts and initialises the server: slower than a call on a busy machine.
+        timeout = max(server.timeout_s, LIST_TIMEOUT_S)
+        listed = await bounded(server, spec.to_tool_list_async(), timeout)
         allowed = set(server.allowed_tools)
         return [
             self._guarded(server, tool)
@@ -135,20 +139,33 @@ class McpToolCache:
         health = self._health.setdefault(server.name, _ServerHealth())
 
         async def call(**kwargs: Any) -> str:
+            # A new client per call: cached tools outlive the event loop of one turn, and an
+            # HTTP client must not be shared across loops.
             try:
-                output = await bounded(server, tool.acall(**kwargs), server.timeout_s)
+                result = await bounded(
+                    server, _new_client(server).call_tool(name, kwargs), server.timeout_s
+                )
             except McpUnavailable as exc:
                 health.failures += 1
                 health.last = str(exc)
                 raise _call_failure(server, name, exc, health.failures) from exc
             health.failures = 0
-            return result_text(server, name, output.raw_output)
+            return result_text(server, name, result)
 
         description = short_description(tool.metadata.description) or f"{name} ({server.name})"
         metadata = ToolMetadata(
             name=name, description=description, fn_schema=tool.metadata.fn_schema
         )
         return FunctionTool.from_defaults(async_fn=call, tool_metadata=metadata)
+
+
+def _new_client(server: McpServerConfig) -> Any:
+    try:
+        return build_client(server)
+    except McpUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. a token variable removed since the listing
+        raise McpUnavailable(server.name, McpFailure.ERROR, type(exc).__name__) from exc
 
 
 def _call_failure(
