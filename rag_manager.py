@@ -311,9 +311,9 @@ def _mcp_test(t: Tr, theme: Theme) -> None:
         status = t("mcp_tool_allowed") if tool.allowed else t("mcp_tool_not_allowed")
         if not tool.read_only:
             status = t("mcp_tool_writes")
-        # The server's descriptions are untrusted text: shown as code, never as Markdown.
+        # The server's names and descriptions are untrusted: shown as text, never as Markdown.
         st.text(f"• {tool.name} — {status}")
-        st.code(tool.description or "—", language=None)
+        st.caption(escape_markdown(tool.description or "—"))
 
 
 def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None:

@@ -89,7 +89,7 @@ def test_the_connection_test_lists_the_demo_servers_tools(
     listed = "\n".join(str(t.value) for t in at.text)
     assert "etat_machine — autorisé" in listed
     assert "etat_atelier — non autorisé" in listed
-    assert any("Température, état et production" in c.value for c in at.code)
+    assert any("Température, état et production" in c.value for c in at.caption)
 
 
 def test_the_connection_test_says_why_it_cannot_connect(admin: None, repo: ThemeRepository) -> None:
