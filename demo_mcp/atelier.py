@@ -23,6 +23,7 @@ from mcp.types import ToolAnnotations
 
 SEED_ENV = "ATELIER_SEED"
 _BUCKET_MINUTES = 5
+_NOW_WORDS = {"", "now", "maintenant", "aujourd'hui", "today", "current", "actuel"}
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
 
@@ -54,14 +55,15 @@ def machine_key(name: str) -> str:
 
 
 def parse_moment(moment: str) -> datetime:
-    """An ISO date or date-time (``2026-03-02``, ``2026-03-02T14:30``); empty: now."""
-    if not moment.strip():
+    """An ISO date or date-time (``2026-03-02``, ``2026-03-02T14:30``); empty or "now": now."""
+    # Seen with the embedded 1.5B model: it passes "now" for a question about the present.
+    if moment.strip().lower() in _NOW_WORDS:
         return datetime.now().replace(microsecond=0)
     try:
         return datetime.fromisoformat(moment.strip())
     except ValueError as exc:
         raise ToolError(
-            f"date/heure illisible : {moment!r}. Format attendu : 2026-03-02T14:30"
+            f"date/heure illisible : {moment!r}. Laisser vide pour maintenant, ou AAAA-MM-JJTHH:MM"
         ) from exc
 
 

@@ -58,6 +58,8 @@ def test_the_workshop_is_deterministic_for_a_seed_and_a_moment() -> None:
     assert len(others) > 1
     assert atelier.machine_key("Presse 2") == atelier.machine_key("presse2") == "presse-2"
     assert atelier.machine_key("la presse-1") == "presse-1"
+    # Seen with the embedded model: "now" for a question about the present.
+    assert abs((atelier.parse_moment("now") - datetime.now()).total_seconds()) < 5
 
 
 async def test_the_demo_server_lists_its_tools_over_stdio() -> None:
