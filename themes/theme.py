@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from themes.index_storage import IndexStorage, IndexVersion
+from themes.mcp_config import McpServerConfig
 from themes.names import validate_theme_name
 
 THEMES_DIR = "themes"
@@ -74,7 +75,7 @@ class ThemeSettings(BaseModel):
     detail: Literal["concise", "standard", "detailed"] = "standard"
     engine_mode: Literal["react", "chat"] = "react"
     enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
-    mcp_servers: list[str] = Field(default_factory=list)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     created_at: str = Field(default_factory=lambda: _now())
     updated_at: str = Field(default_factory=lambda: _now())
