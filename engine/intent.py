@@ -76,10 +76,17 @@ def intent_messages(question: str, live_tools: Sequence[str] = ()) -> list[ChatM
     if live_tools:
         system += LIVE_RULE.format(tools="\n".join(f"- {line}" for line in live_tools))
         examples = (*INTENT_EXAMPLES, LIVE_EXAMPLE)
+    return few_shot_messages(system, [(q, i.value) for q, i in examples], question)
+
+
+def few_shot_messages(
+    system: str, examples: Sequence[tuple[str, str]], question: str
+) -> list[ChatMessage]:
+    """A one-word side question: instruction, worked examples, then the question."""
     messages = [ChatMessage(role=MessageRole.SYSTEM, content=system)]
-    for example, intent in examples:
+    for example, reply in examples:
         messages.append(ChatMessage(role=MessageRole.USER, content=example))
-        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=intent.value))
+        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=reply))
     messages.append(ChatMessage(role=MessageRole.USER, content=" ".join(question.split())))
     return messages
 
@@ -135,12 +142,7 @@ DATE_TOOL_GRAMMAR = "root ::= " + " | ".join(f'"{name}"' for name in DATE_TOOLS)
 
 
 def date_tool_messages(question: str) -> list[ChatMessage]:
-    messages = [ChatMessage(role=MessageRole.SYSTEM, content=DATE_TOOL_SYSTEM)]
-    for example, tool in DATE_TOOL_EXAMPLES:
-        messages.append(ChatMessage(role=MessageRole.USER, content=example))
-        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=tool))
-    messages.append(ChatMessage(role=MessageRole.USER, content=" ".join(question.split())))
-    return messages
+    return few_shot_messages(DATE_TOOL_SYSTEM, DATE_TOOL_EXAMPLES, question)
 
 
 def choose_date_tool(model: Any, question: str) -> str | None:
