@@ -30,6 +30,7 @@ from manager.auth import (
 )
 from manager.documents import chunk_by_id, chunk_page, document_rows, human_size
 from manager.i18n import texts
+from manager.mcp_servers import format_servers, parse_servers
 from manager.operations import (
     BatchOutcome,
     clear_theme_index,
@@ -38,7 +39,6 @@ from manager.operations import (
     ingest_batch,
     reindex_batch,
     repair_batch,
-    split_list,
     sync_batch,
     theme_summaries,
     update_settings,
@@ -288,6 +288,34 @@ def _sidebar(t: Tr, lang: str, repo: ThemeRepository) -> Theme | None:
 # ------------------------------------------------------------------------------ settings
 
 
+def _mcp_test(t: Tr, theme: Theme) -> None:
+    """List a saved MCP server's tools with their descriptions, or say why it cannot."""
+    from manager.mcp_servers import check_connection
+
+    st.markdown(f"**{t('mcp_test_title')}**")
+    servers = {s.name: s for s in theme.settings.mcp_servers}
+    if not servers:
+        st.caption(t("mcp_test_none"))
+        return
+    c1, c2 = st.columns([3, 1])
+    name = c1.selectbox(t("mcp_test_server"), list(servers), key=f"mcp_pick_{theme.name}")
+    if not c2.button(t("mcp_test_button"), key=f"mcp_test_{theme.name}"):
+        return
+    with st.spinner(t("mcp_test_button")):
+        report = check_connection(servers[name])
+    if report.failure is not None:
+        st.error(t(f"mcp_fail_{report.failure.value}", name=name, detail=report.detail))
+        return
+    st.success(t("mcp_test_ok", name=name, count=len(report.tools)))
+    for tool in report.tools:
+        status = t("mcp_tool_allowed") if tool.allowed else t("mcp_tool_not_allowed")
+        if not tool.read_only:
+            status = t("mcp_tool_writes")
+        # The server's names and descriptions are untrusted: shown as text, never as Markdown.
+        st.text(f"• {tool.name} — {status}")
+        st.caption(escape_markdown(tool.description or "—"))
+
+
 def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None:
     from engine.tools.general import GeneralToolKit
 
@@ -308,7 +336,9 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
         tools = st.multiselect(
             t("enabled_tools"), tool_names, default=[n for n in s.enabled_tools if n in tool_names]
         )
-        mcp = st.text_area(t("mcp_servers"), "\n".join(s.mcp_servers), height=70)
+        mcp = st.text_area(
+            t("mcp_servers"), format_servers(s.mcp_servers), height=90, help=t("mcp_help")
+        )
         st.markdown(f"**{t('retrieval')}**")
         r = s.retrieval
         c1, c2, c3, c4 = st.columns(4)
@@ -331,6 +361,7 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
         submitted = st.form_submit_button(t("save"), type="primary")
     with st.expander(t("preview")):
         st.markdown(render_answer(theme.system_prompt))
+    _mcp_test(t, theme)
     if submitted:
         tokens = int(chunk_tokens) or None
         changes = {
@@ -340,7 +371,6 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
             "detail": detail,
             "engine_mode": engine_mode,
             "enabled_tools": tools or ["*"],
-            "mcp_servers": split_list(mcp),
             "retrieval": {
                 "wide_k": int(wide_k),
                 "top_k": int(top_k),
@@ -354,7 +384,10 @@ def _settings_tab(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
             },
         }
         chunking_changed = (tokens, int(overlap)) != (r.chunk_tokens, r.chunk_overlap)
-        if _act(t, lang, lambda: update_settings(theme, changes, prompt)) is not None:
+        save = lambda: update_settings(  # noqa: E731 - one call, as the other actions
+            theme, {**changes, "mcp_servers": parse_servers(mcp)}, prompt
+        )
+        if _act(t, lang, save) is not None:
             _flash("success", t("saved"))
             if chunking_changed:
                 _flash("info", t("reindex_hint"))

@@ -28,7 +28,12 @@ from llama_index.core.tools.types import adapt_to_async_tool
 from llama_index.core.workflow import Context
 
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
-from engine.compact import CompactReActFormatter, compact_header, documents_system_message
+from engine.compact import (
+    CompactReActFormatter,
+    compact_header,
+    documents_system_message,
+    tool_line,
+)
 from engine.events import CorrectionEvent, StepBoundary
 from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
@@ -58,6 +63,7 @@ from engine.types import (
 
 if TYPE_CHECKING:
     from themes.index_storage import IndexVersion
+    from themes.mcp_config import McpServerConfig
     from themes.retrieval import HybridRetriever
     from themes.theme import Theme
 
@@ -151,6 +157,8 @@ class ReActEngine:
         self._theme_title = ""
         self._retriever: HybridRetriever | None = None
         self._theme_tools: list[BaseTool] = []
+        self._mcp_servers: list[McpServerConfig] = []
+        self._live_routers: dict[tuple[str, ...], ToolRouter] = {}
         self._history = PreparedHistory(messages=[])
         self._compact = False
         self.last_outcome: TurnOutcome | None = None
@@ -212,7 +220,14 @@ class ReActEngine:
         if token is not None:
             self._token = token
         routable = enabled_general_tools(resolved)
-        self._router = ToolRouter(
+        self._router = self._make_router(routable)
+        self._mcp_servers = list(resolved.settings.mcp_servers) if resolved is not None else []
+        self._live_routers = {}
+        self._started = True
+        return self._build_agent([*routable, *self._theme_tools, *self._extra_tools], self._state())
+
+    def _make_router(self, routable: Sequence[BaseTool]) -> ToolRouter:
+        return ToolRouter(
             routable,
             self._embed_model_for(routable),
             top_k=self.config.router_top_k,
@@ -222,8 +237,31 @@ class ReActEngine:
                 if t.metadata.get_name() in ALWAYS_ON_GENERAL_TOOLS
             ],
         )
-        self._started = True
-        return self._build_agent([*routable, *self._theme_tools, *self._extra_tools], self._state())
+
+    async def _live_tools(self) -> list[BaseTool]:
+        """The theme's MCP tools (allowed, read-only), from the per-server cache."""
+        if not self._mcp_servers:
+            return []
+        from engine.tools.mcp import MCP_TOOLS  # the MCP SDK is imported by MCP themes only
+
+        reserved = [
+            t.metadata.get_name()
+            for t in [*GeneralToolKit().tools(), *self._theme_tools, *self._extra_tools]
+        ]
+        tools, errors = await MCP_TOOLS.tools(self._mcp_servers, reserved)
+        for error in errors:
+            logger.warning("live-data tools missing this turn: %s", error)
+        return list(tools)
+
+    def _router_with(self, live: Sequence[BaseTool]) -> ToolRouter:
+        """The router over the general tools and ``live`` ones: MCP tools are routed alike."""
+        assert self._router is not None
+        if not live:
+            return self._router
+        key = tuple(t.metadata.get_name() for t in live)
+        if key not in self._live_routers:
+            self._live_routers[key] = self._make_router([*self._router.tools, *live])
+        return self._live_routers[key]
 
     def _resolve_theme(self, theme: str | Theme | None) -> Theme | None:
         from themes.names import validate_theme_name
@@ -331,7 +369,14 @@ class ReActEngine:
         prefill = getattr(llm, "prefill", None)
         if prefill is not None:
             prefill([documents_system_message(header)])
-        classify_intent(llm, "Bonjour")
+        # A theme with MCP tools classifies with their summaries: the same prefix to read.
+        summaries: list[str] = []
+
+        async def live_summaries() -> None:
+            summaries.extend(tool_line(t).removeprefix("- ") for t in await self._live_tools())
+
+        _run_coroutine_sync(live_summaries())
+        classify_intent(llm, "Bonjour", summaries)
 
     def describe_llm(self) -> str:
         """A short, key-free description of the model in use."""
@@ -447,9 +492,12 @@ class ReActEngine:
             state.provider = provider_of(llm)
             self._settle_profile(llm)
             documents_first = False
+            live = await self._live_tools()
             if self._compact and not history.waiting_for_user:
-                intent = await asyncio.to_thread(classify_intent, llm, prompt)
-                tools = self._compact_tools(intent)
+                summaries = [tool_line(t).removeprefix("- ") for t in live]  # as warm_up
+                intent = await asyncio.to_thread(classify_intent, llm, prompt, summaries)
+                # A live-data question gets the MCP tools only, not the documents.
+                tools = live if intent is Intent.LIVE else self._compact_tools(intent)
                 if intent is Intent.DATE and len(tools) > 1:
                     chosen = await asyncio.to_thread(choose_date_tool, llm, prompt)
                     tools = [t for t in tools if t.metadata.get_name() == chosen] or tools
@@ -458,7 +506,8 @@ class ReActEngine:
                 state.tool_required = intent is not Intent.OTHER and bool(tools)
             else:
                 # The theme's tools are always offered: the router never drops the RAG tool.
-                tools = [*self._router.select(prompt), *self._theme_tools, *self._extra_tools]
+                routed = self._router_with(live).select(prompt)
+                tools = [*routed, *self._theme_tools, *self._extra_tools]
             agent = self._build_agent(tools, state, documents_first=documents_first)
             gate = _StepGate()
             agent.configure_turn(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 class Intent(str, Enum):
     CALCULATION = "calculation"
     DATE = "date"
+    LIVE = "live"
     OTHER = "other"
 
 
@@ -51,24 +53,48 @@ INTENT_EXAMPLES: tuple[tuple[str, Intent], ...] = (
     ("Quel jour de la semaine tombe le 3 mars 2027 ?", Intent.DATE),
 )
 INTENT_GRAMMAR = 'root ::= "calculation" | "date" | "other"\n'
+# A theme with MCP tools adds a fourth class, described by those tools' own summaries,
+# after the fixed part (the fixed part stays the same KV-cache prefix).
+LIVE_RULE = """
+live - the user asks for current or real-time data that one of these tools reads:
+{tools}"""
+LIVE_EXAMPLE = ("Quel est l'état actuel de la machine 3 ?", Intent.LIVE)
+LIVE_GRAMMAR = 'root ::= "calculation" | "date" | "live" | "other"\n'
 
 _RELATIVE_DAY = re.compile(
     r"\b(aujourd'hui|aujourd’hui|demain|hier|today|tomorrow|yesterday)\b", re.IGNORECASE
 )
 
 
-def intent_messages(question: str) -> list[ChatMessage]:
-    """The classification prompt; everything before the question is the same every time."""
-    messages = [ChatMessage(role=MessageRole.SYSTEM, content=INTENT_SYSTEM)]
-    for example, intent in INTENT_EXAMPLES:
+def intent_messages(question: str, live_tools: Sequence[str] = ()) -> list[ChatMessage]:
+    """The classification prompt; everything before the question is the same every time.
+
+    ``live_tools`` are one-line summaries of the theme's live-data (MCP) tools.
+    """
+    system = INTENT_SYSTEM
+    examples = INTENT_EXAMPLES
+    if live_tools:
+        system += LIVE_RULE.format(tools="\n".join(f"- {line}" for line in live_tools))
+        examples = (*INTENT_EXAMPLES, LIVE_EXAMPLE)
+    return few_shot_messages(system, [(q, i.value) for q, i in examples], question)
+
+
+def few_shot_messages(
+    system: str, examples: Sequence[tuple[str, str]], question: str
+) -> list[ChatMessage]:
+    """A one-word side question: instruction, worked examples, then the question."""
+    messages = [ChatMessage(role=MessageRole.SYSTEM, content=system)]
+    for example, reply in examples:
         messages.append(ChatMessage(role=MessageRole.USER, content=example))
-        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=intent.value))
+        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=reply))
     messages.append(ChatMessage(role=MessageRole.USER, content=" ".join(question.split())))
     return messages
 
 
-def plausible(intent: Intent, question: str) -> Intent:
+def plausible(intent: Intent, question: str, live: bool = False) -> Intent:
     """The model's intent, unless the question gives nothing to compute with."""
+    if intent is Intent.LIVE and not live:
+        return Intent.OTHER
     has_digit = any(c.isdigit() for c in question)
     if intent is Intent.CALCULATION and not has_digit:
         return Intent.OTHER
@@ -77,15 +103,18 @@ def plausible(intent: Intent, question: str) -> Intent:
     return intent
 
 
-def classify_intent(model: Any, question: str) -> Intent:
+def classify_intent(model: Any, question: str, live_tools: Sequence[str] = ()) -> Intent:
     """The question's intent by the model's side context; ``OTHER`` when anything fails."""
+    grammar = LIVE_GRAMMAR if live_tools else INTENT_GRAMMAR
     try:
-        word = model.side_complete(intent_messages(question), max_tokens=4, grammar=INTENT_GRAMMAR)
+        word = model.side_complete(
+            intent_messages(question, live_tools), max_tokens=4, grammar=grammar
+        )
         intent = Intent(str(word).strip())
     except Exception as exc:  # noqa: BLE001 - a failed guess falls back to the documents path
         logger.warning("intent classification failed: %s: %s", type(exc).__name__, exc)
         return Intent.OTHER
-    return plausible(intent, question)
+    return plausible(intent, question, live=bool(live_tools))
 
 
 # --- which date tool -----------------------------------------------------------------------------
@@ -113,12 +142,7 @@ DATE_TOOL_GRAMMAR = "root ::= " + " | ".join(f'"{name}"' for name in DATE_TOOLS)
 
 
 def date_tool_messages(question: str) -> list[ChatMessage]:
-    messages = [ChatMessage(role=MessageRole.SYSTEM, content=DATE_TOOL_SYSTEM)]
-    for example, tool in DATE_TOOL_EXAMPLES:
-        messages.append(ChatMessage(role=MessageRole.USER, content=example))
-        messages.append(ChatMessage(role=MessageRole.ASSISTANT, content=tool))
-    messages.append(ChatMessage(role=MessageRole.USER, content=" ".join(question.split())))
-    return messages
+    return few_shot_messages(DATE_TOOL_SYSTEM, DATE_TOOL_EXAMPLES, question)
 
 
 def choose_date_tool(model: Any, question: str) -> str | None:

@@ -86,6 +86,62 @@ TEXTS: dict[str, tuple[str, str]] = {
     "engine_mode": ("Moteur", "Engine"),
     "enabled_tools": ("Outils généraux autorisés (* = tous)", "Allowed general tools (* = all)"),
     "mcp_servers": ("Serveurs MCP (un par ligne)", "MCP servers (one per line)"),
+    "mcp_help": (
+        "Une ligne par serveur : `nom | commande ou URL | outils autorisés | VARIABLE_DU_JETON`. "
+        "Seuls les outils autorisés (séparés par des virgules) sont proposés au chat, en "
+        "lecture seule. Le dernier champ est le *nom* de la variable d'environnement qui "
+        "contient le jeton, jamais le jeton. Exemple : "
+        "`atelier | python -m demo_mcp.atelier | etat_machine, etat_atelier`",
+        "One line per server: `name | command or URL | allowed tools | TOKEN_VARIABLE`. Only "
+        "the allowed tools (comma-separated) are offered to the chat, read-only. The last "
+        "field is the *name* of the environment variable holding the token, never the token. "
+        "Example: `atelier | python -m demo_mcp.atelier | etat_machine, etat_atelier`",
+    ),
+    "mcp_test_title": ("Serveurs MCP : tester la connexion", "MCP servers: test the connection"),
+    "mcp_test_server": ("Serveur", "Server"),
+    "mcp_test_button": ("Tester la connexion", "Test the connection"),
+    "mcp_test_none": (
+        "Aucun serveur MCP enregistré pour ce thème.",
+        "No MCP server saved for this theme.",
+    ),
+    "mcp_test_ok": (
+        "{name} répond : {count} outil(s).",
+        "{name} answers: {count} tool(s).",
+    ),
+    "mcp_tool_allowed": ("autorisé", "allowed"),
+    "mcp_tool_not_allowed": ("non autorisé (pas proposé au chat)", "not allowed (not offered)"),
+    "mcp_tool_writes": (
+        "déclare écrire : jamais proposé au chat",
+        "declares it writes: never offered to the chat",
+    ),
+    "mcp_fail_missing_token": (
+        "Connexion impossible à {name} : la variable d'environnement {detail} (le jeton) "
+        "n'est pas définie pour ce serveur Chatitego.",
+        "Cannot connect to {name}: the environment variable {detail} (the token) is not set "
+        "for this Chatitego server.",
+    ),
+    "mcp_fail_not_found": (
+        "Connexion impossible à {name} : la commande {detail} est introuvable sur ce serveur.",
+        "Cannot connect to {name}: the command {detail} is not found on this server.",
+    ),
+    "mcp_fail_unreachable": (
+        "Connexion impossible à {name} : le serveur ne répond pas à cette adresse "
+        "(est-il démarré ? l'URL est-elle juste ?).",
+        "Cannot connect to {name}: nothing answers at that address (is it running? is the "
+        "URL right?).",
+    ),
+    "mcp_fail_auth": (
+        "Connexion refusée par {name} : le jeton est refusé ({detail}).",
+        "{name} refused the connection: the token was rejected ({detail}).",
+    ),
+    "mcp_fail_timeout": (
+        "{name} n'a pas répondu à temps ({detail}).",
+        "{name} did not answer in time ({detail}).",
+    ),
+    "mcp_fail_error": (
+        "Connexion impossible à {name} : {detail}",
+        "Cannot connect to {name}: {detail}",
+    ),
     "retrieval": ("Recherche", "Retrieval"),
     "wide_k": ("Candidats par recherche", "Candidates per retriever"),
     "top_k": ("Passages gardés", "Chunks kept"),

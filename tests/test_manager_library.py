@@ -19,13 +19,13 @@ from manager.documents import (
     read_ledger,
 )
 from manager.i18n import TEXTS, texts
+from manager.mcp_servers import parse_servers
 from manager.operations import (
     BUSY_FR,
     SettingsInvalid,
     delete_document,
     ingest_batch,
     reindex_batch,
-    split_list,
     sync_batch,
     theme_summaries,
     update_settings,
@@ -285,14 +285,17 @@ def test_update_settings_validates_everything_before_saving(
             "detail": "detailed",
             "engine_mode": "chat",
             "enabled_tools": ["calculate"],
-            "mcp_servers": split_list("http://mcp.local/a, http://mcp.local/a\nhttp://b"),
+            "mcp_servers": parse_servers("a | http://mcp.local/a | lire\nb | http://b"),
             "retrieval": {"top_k": 3},
         },
         "# Rôle\nTu es le technicien.",
     )
     saved = repo.get("maintenance")
     assert saved.settings.title == "Maintenance usine" and saved.settings.engine_mode == "chat"
-    assert saved.settings.mcp_servers == ["http://mcp.local/a", "http://b"]
+    assert [(m.name, m.url, m.allowed_tools) for m in saved.settings.mcp_servers] == [
+        ("a", "http://mcp.local/a", ("lire",)),
+        ("b", "http://b", ()),
+    ]
     assert saved.settings.retrieval.top_k == 3 and saved.settings.retrieval.wide_k == 20
     assert saved.system_prompt.startswith("# Rôle")
 

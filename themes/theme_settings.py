@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from themes.mcp_config import McpServerConfig
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -56,7 +58,7 @@ class ThemeSettings(BaseModel):
     detail: Literal["concise", "standard", "detailed"] = "standard"
     engine_mode: Literal["react", "chat"] = "react"
     enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
-    mcp_servers: list[str] = Field(default_factory=list)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     created_at: str = Field(default_factory=lambda: now_iso())
     updated_at: str = Field(default_factory=lambda: now_iso())

@@ -52,10 +52,15 @@ def _create_theme(page: Any, name: str, title: str) -> None:
     expander = sidebar.get_by_text("Créer un thème")
     if not sidebar.get_by_label("Identifiant", exact=False).is_visible():
         expander.click()
-    sidebar.get_by_label("Identifiant", exact=False).fill(name)
-    sidebar.get_by_label("Titre").fill(title)
+    # CI once waited 30 s for the message in vain (not reproduced here, even under load):
+    # the values are checked before the click, so a form rebuilt by a late script run shows
+    # as such, and the message gets the time other waits of a loaded machine get.
+    for label, value in (("Identifiant", name), ("Titre", title)):
+        field = sidebar.get_by_label(label, exact=label == "Titre")
+        field.fill(value)
+        expect(field).to_have_value(value)
     sidebar.get_by_role("button", name="Créer").click()
-    page.get_by_text(f"Thème « {name} » créé.").wait_for()
+    page.get_by_text(f"Thème « {name} » créé.").wait_for(timeout=60_000)
     _idle(page)
 
 

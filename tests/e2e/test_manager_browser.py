@@ -1,8 +1,9 @@
 """The RAG Manager in a real browser (Debian chromium, headless), on the real MiniLM.
 
 Log in, create a theme, upload a PDF and a DOCX made here, watch the progress and the
-per-file statuses, find the PDF's distinctive word with the retrieval test, delete the
-PDF, and check it is no longer retrieved. Screenshots: test-output/screenshots/manager-*.png.
+per-file statuses, add the demo MCP server and test its connection, find the PDF's
+distinctive word with the retrieval test, delete the PDF, and check it is no longer retrieved.
+Screenshots: test-output/screenshots/manager-*.png.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ PDF_PAGES = [
     f"La purge de la pompe hydraulique se fait avec la vanne {PDF_WORD} ouverte dix minutes.",
     "Le filtre principal se change tous les six mois, moteur arrêté et consigné.",
 ]
+MCP_LINE = "atelier | python -m demo_mcp.atelier | etat_machine"
 DOCX_TEXT = "Le badge d'accès au parking se demande à l'accueil avec une pièce d'identité."
 
 
@@ -67,6 +69,21 @@ def _expander_titles(page: Any) -> list[str]:
     raw = page.locator("[data-testid='stExpander'] summary").all_inner_texts()
     # Each summary starts with its icon's ligature name ("keyboard_arrow_right").
     return [" ".join(t.split()).removeprefix("keyboard_arrow_right").strip() for t in raw]
+
+
+def _mcp_connection_test(page: Any) -> None:
+    """Add the demo MCP server in the settings, then "Tester la connexion" lists its tools."""
+    page.get_by_role("tab", name="Réglages").click()
+    panel = page.get_by_role("tabpanel", name="Réglages")
+    panel.get_by_role("textbox", name="Serveurs MCP (un par ligne)").fill(MCP_LINE)
+    panel.get_by_role("button", name="Enregistrer").click()
+    page.get_by_text("Réglages enregistrés", exact=False).wait_for(timeout=30_000)
+    _idle(page)
+    page.get_by_role("button", name="Tester la connexion").click()
+    page.get_by_text("atelier répond : 2 outil(s).").wait_for(timeout=30_000)
+    page.get_by_text("etat_atelier — non autorisé", exact=False).wait_for()
+    _idle(page)
+    _shot(page, "4d-mcp-connection")
 
 
 def test_login_upload_search_delete(page: Any, tmp_path: Path) -> None:
@@ -120,6 +137,7 @@ def test_login_upload_search_delete(page: Any, tmp_path: Path) -> None:
             page.get_by_role("tab", name=tab).click()
             page.wait_for_timeout(500)
             _shot(page, shot)
+        _mcp_connection_test(page)
         page.get_by_role("tab", name="Santé").click()
         page.get_by_text("Index cohérent avec le dossier des documents.").wait_for()
 
@@ -154,4 +172,5 @@ def test_login_upload_search_delete(page: Any, tmp_path: Path) -> None:
         _shot(page, "7-no-longer-retrieved")
     server_log = log.read_text(encoding="utf-8")
     assert "Traceback" not in server_log, server_log[-3000:]
-    assert time.monotonic() - started < 120
+    # 120 s, plus about 10 s for the MCP connection test (two stdio server starts).
+    assert time.monotonic() - started < 130
