@@ -22,11 +22,11 @@ from functools import partial
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
+from config.settings import AppConfig, get_config
 from engine.engine import ReActEngine
-from engine.models.app_settings import AppSettingsManager, get_app_settings
-from engine.settings import AppConfig, get_config
 from engine.transport import redact
 from engine.types import StopReason
+from models.app_settings import AppSettingsManager, get_app_settings
 from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
 from themes.index_storage import IndexCorrupted, IndexVersion, VersionGone
 from themes.theme import Theme, ThemeRepository

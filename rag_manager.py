@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import pandas as pd
 import streamlit as st
 
-from engine.settings import get_config
+from config.settings import get_config
 from engine.transport import redact
 from manager.auth import (
     AdminSession,
@@ -120,7 +120,7 @@ def _act(t: Tr, lang: str, action: Callable[[], T]) -> T | None:
 
 
 def _embed_model(t: Tr) -> Any:
-    from engine.models.app_settings import AppSettingsManager
+    from models.app_settings import AppSettingsManager
 
     with st.spinner(t("loading_model")):
         return AppSettingsManager.load_embedding(get_config())

@@ -19,7 +19,7 @@ CHAT_PORT="${CHATITEGO_PORT:-8501}"
 MANAGER_PORT="${CHATITEGO_MANAGER_PORT:-$((CHAT_PORT + 1))}"
 ADDRESS="${CHATITEGO_ADDRESS:-localhost}"
 # Streamlit refuses uploads above this before the page sees them: the configured limit.
-UPLOAD_MB="$(.venv/bin/python -c 'from engine.settings import get_config as c; print(c().max_upload_mb)')"
+UPLOAD_MB="$(.venv/bin/python -c 'from config.settings import get_config as c; print(c().max_upload_mb)')"
 flags=(--server.headless true --server.maxUploadSize "$UPLOAD_MB")
 if [ "$ADDRESS" = "localhost" ] || [ "$ADDRESS" = "127.0.0.1" ]; then
     # DNS rebinding: a page of another site whose name resolves to 127.0.0.1 may not open

@@ -49,10 +49,10 @@ from bench.answer_eval import (
     is_correct,
     load_eval_set,
 )
+from config.settings import AppConfig
 from engine import ReActEngine
-from engine.models.inprocess import GenerationUsage, is_in_process
-from engine.settings import AppConfig
 from engine.types import StopReason
+from models.inprocess import GenerationUsage, is_in_process
 
 BASELINE_TOP_K = 3
 BASELINE_MAX_TOKENS = 400
@@ -281,7 +281,7 @@ def select(questions: list[EvalQuestion], ids: str | None) -> list[EvalQuestion]
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.models.app_settings import AppSettingsManager
+    from models.app_settings import AppSettingsManager
     from themes.retrieval import HybridRetriever
     from themes.theme import RetrievalSettings, ThemeRepository
 

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.models.embeddings import load_packaged_minilm
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
+from models.embeddings import load_packaged_minilm
 from tests.e2e.support import CHROMIUM_FLAGS, chromium_path, streamlit_server
 from tests.test_theme_rag import make_theme
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.models.embeddings import (
+from models.embeddings import (
     LlamaIndexEmbeddingAdapter,
     UniversalEmbeddingWrapper,
     load_packaged_minilm,

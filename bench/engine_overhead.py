@@ -19,8 +19,8 @@ from typing import Any
 
 from llama_index.core.agent.workflow import ReActAgent
 
+from config.settings import AppConfig
 from engine import ReActEngine
-from engine.settings import AppConfig
 from engine.tools.general import GeneralToolKit
 from tests.fakes import ScriptedLLM
 

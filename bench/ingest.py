@@ -33,7 +33,7 @@ from typing import Any
 
 from llama_index.core.schema import MetadataMode
 
-from engine.models.embeddings import load_packaged_minilm
+from models.embeddings import load_packaged_minilm
 from themes.ingest import chunk_parameters, ingest_files
 from themes.theme import ThemeRepository
 

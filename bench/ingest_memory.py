@@ -74,7 +74,7 @@ def _reset_hwm() -> None:
 def _fake_model() -> Any:
     import numpy as np
 
-    from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+    from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 
     real = load_packaged_minilm()
 
@@ -93,7 +93,7 @@ def _fake_model() -> Any:
 def child(megabytes: float, embed: str, limit: float | None, separator: str) -> dict[str, Any]:
     import inspect
 
-    from engine.models.embeddings import load_packaged_minilm
+    from models.embeddings import load_packaged_minilm
     from themes.ingest import IngestProgress, ingest_files
     from themes.theme import ThemeRepository
 
@@ -152,7 +152,7 @@ def child(megabytes: float, embed: str, limit: float | None, separator: str) -> 
 
 def throughput(chunks: int) -> dict[str, Any]:
     """Real MiniLM chunks/s on full-size chunks (the limit's divisor)."""
-    from engine.models.embeddings import load_packaged_minilm
+    from models.embeddings import load_packaged_minilm
     from themes.ingest import chunk_parameters, token_counter
     from themes.theme import RetrievalSettings
 

@@ -46,8 +46,8 @@ from bench.injection_payloads import (
     leaks,
     obeyed,
 )
+from config.settings import AppConfig
 from engine import ReActEngine
-from engine.settings import AppConfig
 
 ANSWER_TOKENS = 200  # short answers: the verdict needs no more, and 2 busy cores are slow
 
@@ -132,7 +132,7 @@ async def run_payload(engine: ReActEngine, index: int, payload: Payload) -> Row:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from engine.models.app_settings import AppSettingsManager
+    from models.app_settings import AppSettingsManager
 
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="chatitego-injection-"))
     config = AppConfig(

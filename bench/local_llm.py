@@ -31,13 +31,13 @@ from typing import Any
 
 from llama_index.core.llms import ChatMessage, MessageRole
 
+from config.settings import AppConfig
 from engine import ReActEngine
 from engine.formatter import ChatitegoReActFormatter
-from engine.models import chatml
-from engine.models.local_llm import LOCAL_STOP, build_local_llm
 from engine.prompts import system_header
-from engine.settings import AppConfig
 from engine.tools.general import GeneralToolKit
+from models import chatml
+from models.local_llm import LOCAL_STOP, build_local_llm
 
 QUESTION = "Combien font 37 * 41 ?"
 LONG_ANSWER = "Écris les nombres de 1 à 60 en toutes lettres, séparés par des virgules."

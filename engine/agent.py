@@ -50,8 +50,6 @@ from engine.compact import ANSWER_ONLY_STOPS, COMPACT_STOPS, react_grammar
 from engine.errors import ForceFinalizeException, RetryException
 from engine.events import CorrectionEvent
 from engine.formatter import InjectedThoughtStep
-from engine.models.errors import ContextOverflowError
-from engine.models.inprocess import GenerationUsage, InProcessModel
 from engine.observations import findings_of, render_observation
 from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY, TolerantReActOutputParser
 from engine.prompts import (
@@ -64,6 +62,8 @@ from engine.prompts import (
 from engine.step_stream import StepShaper
 from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, redact, stream_llm
 from engine.types import LLMFault, StopReason, ToolCallRecord
+from models.errors import ContextOverflowError
+from models.inprocess import GenerationUsage, InProcessModel
 
 logger = logging.getLogger(__name__)
 

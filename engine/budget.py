@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from llama_index.core.agent.react.types import BaseReasoningStep, ObservationReasoningStep
 from llama_index.core.llms import ChatMessage
 
-from engine.models.errors import ContextOverflowError
+from models.errors import ContextOverflowError
 
 # Characters per token when no tokenizer is at hand: French and English prose with
 # markup average 3.5-4.5 on current tokenizers; 3 overestimates, which is the safe side.

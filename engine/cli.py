@@ -7,11 +7,11 @@ import asyncio
 import sys
 from typing import TextIO
 
+from config.settings import AppConfig
 from engine.engine import ReActEngine
-from engine.llms import LLMConfigurationError
 from engine.markers import PartialLine, classify_partial_line, match_marker
-from engine.settings import AppConfig
 from engine.types import ReActType, StopReason
+from models.llms import LLMConfigurationError
 
 _DIM = "\033[2m"
 _BOLD = "\033[1m"

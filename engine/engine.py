@@ -27,6 +27,7 @@ from llama_index.core.tools import BaseTool
 from llama_index.core.tools.types import adapt_to_async_tool
 from llama_index.core.workflow import Context
 
+from config.settings import AppConfig, get_config
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
 from engine.compact import (
     CompactReActFormatter,
@@ -39,13 +40,10 @@ from engine.finalizer import ReActFinalizer, Verdict
 from engine.formatter import ChatitegoReActFormatter
 from engine.history import PreparedHistory, prepare_history
 from engine.intent import Intent, choose_date_tool, classify_intent
-from engine.llms import LLMConfigurationError, provider_of, resolve_provider
 from engine.markers import is_fence, match_marker
-from engine.models.inprocess import InProcessModel, is_in_process
 from engine.observations import render_observation
 from engine.prompts import Language, default_theme_prompt, stop_reason_text, system_header
 from engine.router import ToolRouter
-from engine.settings import AppConfig, get_config
 from engine.stream_parser import ReActStreamParser
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.tools.theme_rag import SEARCH_TOOL_NAME as _SEARCH_TOOL
@@ -60,6 +58,8 @@ from engine.types import (
     TurnOutcome,
     TurnUsage,
 )
+from models.inprocess import InProcessModel, is_in_process
+from models.llms import LLMConfigurationError, provider_of, resolve_provider
 
 if TYPE_CHECKING:
     from themes.index_storage import IndexVersion
@@ -279,7 +279,7 @@ class ReActEngine:
             return profile == "compact"
         if self._llm is not None:
             return is_in_process(self._llm)
-        from engine.models.app_settings import get_app_settings
+        from models.app_settings import get_app_settings
 
         loaded = get_app_settings()
         if loaded.locked and loaded.llm is not None:  # models already loaded for the process
@@ -343,14 +343,14 @@ class ReActEngine:
             if self._llm is None:
                 self._embed_model = self._app_settings().embed_model
             else:  # an injected LLM (tests, benchmarks): do not load the configured one
-                from engine.models.embeddings import load_packaged_minilm
+                from models.embeddings import load_packaged_minilm
 
                 self._embed_model = load_packaged_minilm()
         assert self._embed_model is not None
         return self._embed_model
 
     def _app_settings(self) -> Any:
-        from engine.models.app_settings import AppSettingsManager
+        from models.app_settings import AppSettingsManager
 
         return AppSettingsManager.load_models(self.config, progress=self.progress)
 

@@ -195,7 +195,7 @@ STOP_REASON_TEXT = {
     },
 }
 
-# Who did not answer, named in the user's words (engine.llms.provider_of gives the key).
+# Who did not answer, named in the user's words (models.llms.provider_of gives the key).
 PROVIDER_NAMES = {
     "fr": {
         "mistral": "Mistral",

@@ -22,7 +22,7 @@ from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse
 
-from engine.models.errors import ContextOverflowError, ModelError
+from models.errors import ContextOverflowError, ModelError
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import logging
 import threading
 import time
 
+from config.settings import AppConfig, get_config
 from engine.engine import ReActEngine
-from engine.settings import AppConfig, get_config
 
 logger = logging.getLogger(__name__)
 

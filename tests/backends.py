@@ -82,8 +82,8 @@ def open_backend(kind: str, server_url: str | None) -> Iterator[Backend]:
 
 def use_backend(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
     """Make the process's settings name ``backend`` (code that builds its own repository)."""
-    from engine.settings import get_config
-    from themes.store_config import get_store_settings
+    from config.settings import get_config
+    from config.store import get_store_settings
 
     monkeypatch.setenv("VECTOR_BACKEND", backend.kind)
     if backend.url is not None:

@@ -91,8 +91,8 @@ def _isolated_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data = tmp_path / "data"
     monkeypatch.setenv("CHATITEGO_DATA_DIR", str(data))
     monkeypatch.setenv("DATA_DIR", str(data))
-    from engine.settings import get_config
-    from themes.store_config import get_store_settings
+    from config.settings import get_config
+    from config.store import get_store_settings
 
     get_config.cache_clear()  # the process-wide config must see this test's data dir
     get_store_settings.cache_clear()

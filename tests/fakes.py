@@ -229,7 +229,7 @@ class ScriptedLocalLLM(ScriptedLLM):
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        from engine.models.inprocess import GenerationUsage
+        from models.inprocess import GenerationUsage
 
         sink = kwargs.pop("usage_sink", None)
         self._call_kwargs.append(dict(kwargs))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.models.embeddings import load_packaged_minilm
+from models.embeddings import load_packaged_minilm
 from themes.index_storage import IndexVersion, ThemeBusy
 from themes.ingest import ingest_files, remove_document
 from themes.retrieval import HybridRetriever

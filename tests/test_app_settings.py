@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from engine.models import app_settings as app_settings_module
-from engine.models.app_settings import (
+from config.settings import AppConfig
+from models import app_settings as app_settings_module
+from models.app_settings import (
     AppSettings,
     AppSettingsError,
     AppSettingsManager,
     get_app_settings,
 )
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
-from engine.settings import AppConfig
+from models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -223,9 +223,9 @@ _WORKER = """
 import sys, time
 from pathlib import Path
 
-from engine.models.app_settings import AppSettingsManager
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
-from engine.settings import AppConfig
+from models.app_settings import AppSettingsManager
+from models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
+from config.settings import AppConfig
 
 name, data_dir, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.models.app_settings import AppSettingsManager
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
+from models.app_settings import AppSettingsManager
 from tests.fakes import ScriptedLLM
 from tests.test_engine_corpus import act
 from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from config.settings import AppConfig
 from engine.cli import TerminalRenderer, chat_loop, settings_table
 from engine.engine import ReActEngine
-from engine.settings import AppConfig
 from tests.fakes import ScriptedLLM
 
 RAW = (

@@ -26,9 +26,9 @@ from engine.compact import (
     tool_line,
 )
 from engine.intent import Intent, choose_date_tool, classify_intent, intent_messages, plausible
-from engine.models.errors import ContextOverflowError
-from engine.models.inprocess import is_in_process
 from engine.tools.general import GeneralToolKit
+from models.errors import ContextOverflowError
+from models.inprocess import is_in_process
 from tests.fakes import ScriptedLLM, ScriptedLocalLLM
 from tests.test_engine_corpus import corpus_config
 from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture

@@ -18,10 +18,10 @@ from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import ChatMessage, MessageRole
 
 import engine.agent
+from config.settings import AppConfig
 from engine import ReActEngine, ReActStreamParser, ReActType, StopReason
 from engine.prompts import FORCE_FINAL_INSTRUCTION, INJECTED_THOUGHTS, STOP_REASON_TEXT
 from engine.router import ToolRouter
-from engine.settings import AppConfig
 from engine.tools import tool_from_function
 from tests.fakes import ScriptedLLM
 from tests.test_engine_corpus import Toolbox, act, corpus_config, run_turn
@@ -459,7 +459,7 @@ async def test_the_api_key_never_leaks(
 
 def test_ask_user_echoing_the_question_is_retried() -> None:
     # Seen with the local 1.5B model: it "asked" the user their own question.
-    from engine.settings import AppConfig as _Config
+    from config.settings import AppConfig as _Config
 
     llm = ScriptedLLM(
         [
@@ -484,7 +484,7 @@ def test_in_process_model_gets_one_long_attempt_not_network_retries() -> None:
     # Seen with the local 1.5B model on a busy 2-core machine: the first token took
     # over 60 s (prompt prefill), the network-style stall timeout fired and the retry
     # read the whole prompt again.
-    from engine.models.inprocess import is_in_process
+    from models.inprocess import is_in_process
     from tests.fakes import ScriptedLocalLLM
 
     engine = ReActEngine(config=AppConfig(router_top_k=50), llm=ScriptedLLM([]))

@@ -24,10 +24,10 @@ import pytest
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.tools import BaseTool
 
+from config.settings import AppConfig
 from engine import ReActEngine, ReActStreamParser, StopReason
 from engine.errors import ForceFinalizeException, RetryException
 from engine.prompts import FORCE_FINAL_INSTRUCTION, INJECTED_THOUGHTS, STOP_REASON_TEXT
-from engine.settings import AppConfig
 from engine.tools import tool_from_function
 from engine.types import TurnOutcome
 from tests.fakes import FailMidStream, ScriptedLLM, ScriptItem, Stall

@@ -18,9 +18,9 @@ import pytest
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
-from engine.models.app_settings import AppSettingsManager
-from engine.settings import get_config
+from config.settings import get_config
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
+from models.app_settings import AppSettingsManager
 from tests.e2e.payloads import FILE_NAME_PAYLOADS, payloads
 from tests.fakes import ScriptedLLM
 from tests.test_chat_page import PAGE, QUESTION, SEARCH, markdown_text, open_page

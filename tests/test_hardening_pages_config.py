@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from engine.settings import AppConfig
+from config.settings import AppConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 STREAMLIT_CONFIG = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text("utf-8"))

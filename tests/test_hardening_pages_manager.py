@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.settings import get_config
+from config.settings import get_config
 from manager.auth import hash_password
 from manager.operations import ingest_batch
 from tests.e2e.payloads import payloads

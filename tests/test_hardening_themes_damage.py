@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.models.embeddings import load_packaged_minilm
 from manager.operations import (
     clear_theme_index,
     index_damage,
@@ -26,6 +25,7 @@ from manager.operations import (
     theme_summaries,
     user_message,
 )
+from models.embeddings import load_packaged_minilm
 from tests.themes_hardening import one_error_line, run_cli, snapshot
 from themes.cli import EXIT_FAILED, EXIT_OK
 from themes.index_storage import CURRENT_FILE, IndexCorrupted

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-import engine.models.app_settings as app_settings
-import engine.models.factory as factory
-from engine.models.embeddings import load_packaged_minilm
+import models.app_settings as app_settings
+import models.factory as factory
 from manager.operations import user_message
+from models.embeddings import load_packaged_minilm
 from tests.themes_hardening import one_error_line, read_only, run_cli, snapshot
 from themes.cli import EXIT_FAILED, EXIT_OK
 from themes.index_storage import IndexWriteFailed

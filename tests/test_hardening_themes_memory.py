@@ -25,7 +25,7 @@ import pytest
 from llama_index.core.bridge.pydantic import PrivateAttr
 
 import themes.chunking as chunking
-from engine.settings import get_config
+from config.settings import get_config
 from manager.uploads import stage_uploads
 from tests.themes_hardening import FastEmbedding, fast_embedding, run_cli
 from themes.cli import EXIT_FAILED

@@ -18,7 +18,7 @@ import pytest
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import MetadataMode, NodeRelationship, RelatedNodeInfo, TextNode
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.backends import Backend
 from tests.pdf_fixtures import make_encrypted_pdf, make_text_pdf
 from themes.index_storage import ThemeBusy

@@ -1,7 +1,7 @@
 """Issue 11, LLM faults through the real provider clients.
 
 ``llama-index-llms-mistralai`` and ``llama-index-llms-openai-like`` are built from
-``AppConfig`` exactly as in production (``engine.llms.build_llm``) and pointed at a
+``AppConfig`` exactly as in production (``models.llms.build_llm``) and pointed at a
 local HTTP server (``tests/fake_llm_server.py``) that answers, rate-limits (429 with
 Retry-After), fails (5xx), stalls mid-stream, refuses the key (401) or sends an empty
 stream. Each fault ends with a typed ``StopReason`` within ``LLM_RETRY_BUDGET_S``, a
@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
+from config.settings import AppConfig
 from engine import ReActEngine, StopReason
-from engine.llms import build_llm
-from engine.settings import AppConfig
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
 from engine.types import TurnOutcome
+from models.llms import build_llm
 from tests.fake_llm_server import FakeLLMServer, Reply, answer, empty, serve, stall, status
 from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture
 from tracer.ui_text import stop_text

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.llms import (
+from config.settings import AppConfig
+from models.llms import (
     STOP_SEQUENCES,
     LLMConfigurationError,
     build_llm,
@@ -15,7 +16,6 @@ from engine.llms import (
     build_openai_like,
     resolve_provider,
 )
-from engine.settings import AppConfig
 
 FAKE_KEY = "sk-test-Zq81x-DO-NOT-LEAK"
 

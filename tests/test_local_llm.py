@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 
-from engine.models import chatml
-from engine.models import local_llm as local_llm_module
-from engine.models.local_llm import (
+from config.settings import AppConfig
+from models import chatml
+from models import local_llm as local_llm_module
+from models.local_llm import (
     LocalLlamaCPP,
     LocalModelError,
     assemble_packaged_gguf,
@@ -32,7 +33,6 @@ from engine.models.local_llm import (
     resolve_local_gguf,
     validate_gguf,
 )
-from engine.settings import AppConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -223,7 +223,7 @@ def test_models_package_sets_a_passive_openmp_default() -> None:
     # A fresh interpreter: libgomp reads the variable once, so it must be set on import
     # (setdefault: an explicit OMP_WAIT_POLICY=ACTIVE still wins).
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    code = "import os, engine.models; print(os.environ['OMP_WAIT_POLICY'])"
+    code = "import os, models; print(os.environ['OMP_WAIT_POLICY'])"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, check=True
     )
@@ -448,8 +448,8 @@ def test_real_model_answers_a_document_question_from_the_search_in_one_step(
     real_local_llm: LLM, tmp_path: Path
 ) -> None:
     from engine import ReActEngine
-    from engine.models.embeddings import load_packaged_minilm
     from engine.types import StopReason
+    from models.embeddings import load_packaged_minilm
     from themes.demo import ensure_demo_theme
 
     embed = load_packaged_minilm()
@@ -484,8 +484,8 @@ def test_bad_gguf_path_stops_the_turn_with_a_clear_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from engine import ReActEngine
-    from engine.models.app_settings import AppSettingsManager
     from engine.types import StopReason
+    from models.app_settings import AppSettingsManager
 
     text = tmp_path / "model.txt"
     text.write_text("this is not a model")

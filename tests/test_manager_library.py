@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from docx import Document as DocxDocument
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from manager.documents import (
     chunk_by_id,
     chunk_page,
@@ -44,6 +43,7 @@ from manager.regression import (
     set_k,
 )
 from manager.uploads import parse_url_lines, progress_fraction, stage_uploads, stage_urls
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.pdf_fixtures import make_text_pdf
 from themes.index_storage import IndexStorage, ThemeBusy
 from themes.ingest import IngestProgress, health, reindex

@@ -12,10 +12,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
-from engine.settings import get_config
+from config.settings import get_config
 from manager.auth import hash_password
 from manager.operations import ingest_batch
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.pdf_fixtures import make_text_pdf
 from themes.feedback import FeedbackEntry, FeedbackSource, FeedbackStep, record_feedback
 from themes.index_storage import IndexStorage
@@ -37,7 +37,7 @@ def minilm() -> LlamaIndexEmbeddingAdapter:
 def _fresh_page_state(
     monkeypatch: pytest.MonkeyPatch, minilm: LlamaIndexEmbeddingAdapter
 ) -> Iterator[None]:
-    import engine.models.app_settings as app_settings
+    import models.app_settings as app_settings
 
     # The page loads the embedding model through AppSettings: hand it the test's copy.
     monkeypatch.setitem(app_settings._embedding_cache, "model", minilm)

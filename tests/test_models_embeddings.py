@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.models.embeddings import (
+from models.embeddings import (
     LlamaIndexEmbeddingAdapter,
     UniversalEmbeddingWrapper,
     load_packaged_minilm,

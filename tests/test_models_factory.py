@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.models import factory as factory_module
-from engine.models.embeddings import UniversalEmbeddingWrapper, load_packaged_minilm
-from engine.models.factory import (
+from models import factory as factory_module
+from models.embeddings import UniversalEmbeddingWrapper, load_packaged_minilm
+from models.factory import (
     FolderInstaller,
     GGUFInstaller,
     HFEncoderEmbedding,
@@ -20,7 +20,7 @@ from engine.models.factory import (
     ModelTypeMismatchError,
     detect_local_model_types,
 )
-from engine.models.local_llm import LocalModelError
+from models.local_llm import LocalModelError
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -182,7 +182,7 @@ def test_declared_type_mismatch(tmp_path: Path, build: Any, declared: str) -> No
 
 
 def test_create_causal_lm_refuses_non_gguf(tmp_path: Path) -> None:
-    from engine.settings import AppConfig
+    from config.settings import AppConfig
 
     text = tmp_path / "model.gguf"
     text.write_text("a text file named like a model")

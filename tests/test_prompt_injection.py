@@ -40,8 +40,8 @@ from bench.injection_payloads import (
     Payload,
     leaks,
 )
+from config.settings import AppConfig
 from engine import ReActEngine, ReActStreamParser, ReActType, StopReason
-from engine.settings import AppConfig
 from tests.fakes import ScriptedLLM, ScriptedLocalLLM
 from tests.test_engine_corpus import act, corpus_config
 from tests.test_retrieval import build_version

@@ -20,7 +20,7 @@ import pytest
 from llama_index.core.schema import QueryBundle, TextNode
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.backends import BACKENDS, Backend, open_backend
 from themes.index_storage import IndexStorage, IndexVersion
 from themes.retrieval import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from llama_index.core.tools import BaseTool
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from engine.router import ToolRouter
 from engine.tools.general import ALWAYS_ON_GENERAL_TOOLS, GeneralToolKit
 from engine.tools.registry import tool_from_function
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 
 
 @pytest.fixture(scope="module")

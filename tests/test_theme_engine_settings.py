@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import AppConfig
 from engine import ReActEngine, StopReason
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
-from engine.settings import AppConfig
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.fakes import ScriptedLLM
 from themes.ingest import ingest_files
 from themes.theme import Theme, ThemeRepository

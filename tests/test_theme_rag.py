@@ -33,7 +33,6 @@ from llama_index.core.base.llms.types import (
 
 from engine import ReActEngine, ReActStreamParser, ReActType, StopReason
 from engine.markers import is_fence, match_marker
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from engine.tools import tool_from_function
 from engine.tools.theme_rag import (
     SEARCH_TOOL_NAME,
@@ -41,6 +40,7 @@ from engine.tools.theme_rag import (
     make_llm_translator,
     neutralise,
 )
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from tests.fakes import ScriptedLLM, Stall
 from tests.test_engine_corpus import act, corpus_config
 from tests.test_retrieval import OFFICE, Corpus, build_version

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.settings import AppConfig
+from config.settings import AppConfig
 from engine.types import ReActBlock, ReActType, Source, StopReason, TurnOutcome
 from themes.theme import ThemeRepository
 from tracer.conversation import ChatEntry, Conversation, FollowUp, SourceRef, follow_ups

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
 from themes.cli import main
 
 

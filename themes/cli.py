@@ -18,7 +18,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from engine.settings import get_config
+from config.settings import get_config
 from themes.index_storage import IndexCorrupted, IndexWriteFailed, ThemeBusy
 from themes.names import InvalidThemeName
 from themes.readers import RejectedFile
@@ -46,8 +46,8 @@ def _repository() -> ThemeRepository:
 
 
 def _embed_model() -> Any:
-    from engine.models.app_settings import AppSettingsManager
-    from engine.models.factory import ModelNotAvailableError, ModelTypeMismatchError
+    from models.app_settings import AppSettingsManager
+    from models.factory import ModelNotAvailableError, ModelTypeMismatchError
 
     if not sys.stderr.isatty():
         _quiet_model_loading()

@@ -417,7 +417,7 @@ def _limit_minutes(max_minutes: float | None) -> float:
     if max_minutes is not None:
         return max_minutes
     try:
-        from engine.settings import get_config
+        from config.settings import get_config
 
         return float(get_config().ingest_max_minutes)
     except Exception:  # noqa: BLE001 - an unreadable configuration must not stop ingestion

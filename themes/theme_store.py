@@ -24,9 +24,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from config.store import StoreSettings, get_store_settings
 from themes.documents import DocumentFiles, FolderDocuments
 from themes.index_storage import IndexStorage
-from themes.store_config import StoreSettings, get_store_settings
 from themes.store_protocol import ThemeIndexStorage
 from themes.theme_settings import ThemeExists, ThemeSettings
 

@@ -12,7 +12,7 @@ import os
 import secrets
 from pathlib import Path
 
-from engine.settings import AppConfig
+from config.settings import AppConfig
 
 SECRET_FILE = Path(".secrets") / "cookie_password"
 

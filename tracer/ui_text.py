@@ -156,7 +156,7 @@ _STOP_EN = {
     "again, report it to the administrator.",
 }
 
-# The model's provider named, with what to check (engine.llms.provider_of gives the key).
+# The model's provider named, with what to check (models.llms.provider_of gives the key).
 _PROVIDER_STOP_FR = {
     (StopReason.LLM_UNAVAILABLE, "mistral"): "Mistral ne répond pas. Réessayez dans un moment ; "
     "si cela dure, vérifiez la connexion à Internet, ou passez au modèle local (sans "

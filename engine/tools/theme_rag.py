@@ -30,10 +30,10 @@ from llama_index.core.tools import FunctionTool
 
 from engine.errors import RetryException
 from engine.markers import is_fence, match_marker
-from engine.models.inprocess import InProcessModel
 from engine.observations import MAX_OBSERVATION_CHARS
 from engine.tools.registry import tool_from_function
 from engine.types import Source
+from models.inprocess import InProcessModel
 from themes.retrieval import (
     HybridRetriever,
     RetrievalResult,

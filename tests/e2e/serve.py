@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     page, port = sys.argv[1], int(sys.argv[2])
     if len(sys.argv) > 3:
-        from engine.models.app_settings import AppSettingsManager
+        from models.app_settings import AppSettingsManager
         from tests.fakes import ScriptedLLM
 
         script = json.loads(Path(sys.argv[3]).read_text(encoding="utf-8"))

@@ -3,7 +3,7 @@
 ``VECTOR_BACKEND`` (``embedded``: folders under the data directory, the default;
 ``postgres``: one PostgreSQL database with pgvector) and ``DATABASE_URL``. They are
 read like every other setting (environment, then ``chatitego.toml`` or the file named by
-``CHATITEGO_CONFIG``, then the defaults); ``engine.settings.AppConfig`` inherits them so
+``CHATITEGO_CONFIG``, then the defaults); ``config.settings.AppConfig`` inherits them so
 that the README's settings table lists them with the rest. ``themes`` cannot import
 ``engine``: this module is the part of the configuration it needs.
 """

@@ -14,7 +14,7 @@ from typing import Any
 from llama_index.core.llms import LLM
 from pydantic import Field
 
-from engine.settings import AppConfig
+from config.settings import AppConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -38,7 +38,7 @@ def resolve_provider(config: AppConfig) -> str:
 
 def provider_of(llm: object) -> str:
     """The provider an LLM object talks to: "mistral", "openai_like", "local", or ""."""
-    from engine.models.inprocess import is_in_process
+    from models.inprocess import is_in_process
 
     names = {cls.__name__ for cls in type(llm).__mro__}
     if "MistralAI" in names:
@@ -57,7 +57,7 @@ def build_llm(config: AppConfig, progress: Progress | None = None) -> LLM:
         return build_mistral(config)
     if provider == "openai_like":
         return build_openai_like(config)
-    from engine.models.local_llm import LocalModelError, build_local_llm
+    from models.local_llm import LocalModelError, build_local_llm
 
     try:
         return build_local_llm(config, progress)

@@ -27,10 +27,10 @@ from llama_index.core.base.llms.types import ChatResponse, ChatResponseAsyncGen
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 
-from engine.models import chatml
-from engine.models.errors import ContextOverflowError, LocalModelError
-from engine.models.inprocess import GenerationUsage
-from engine.settings import AppConfig
+from config.settings import AppConfig
+from models import chatml
+from models.errors import ContextOverflowError, LocalModelError
+from models.inprocess import GenerationUsage
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _from_hub(config: AppConfig) -> Path:
         raise LocalModelError("LOCAL_LLM_REPO needs LOCAL_LLM_FILE (the .gguf file name).")
     from huggingface_hub import hf_hub_download
 
-    from engine.models.factory import hub_allowed
+    from models.factory import hub_allowed
 
     # One reading of HF_HUB_OFFLINE for the whole app (this used to disagree with the
     # factory on "", "False" and "no").

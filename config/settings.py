@@ -20,7 +20,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from themes.store_config import StoreSettings, config_file
+from config.store import StoreSettings, config_file
 
 # Offline by default: no model hub is reachable on many customer sites. Set
 # before any Hugging Face library reads it.
@@ -37,7 +37,7 @@ class AppConfig(StoreSettings):
     """Chatitego configuration (env var = field name in upper case).
 
     The storage settings (``VECTOR_BACKEND``, ``DATABASE_URL``...) come from
-    ``themes.store_config.StoreSettings``, which ``themes`` reads on its own.
+    ``config.store.StoreSettings``, which ``themes`` reads on its own.
     """
 
     model_config = SettingsConfigDict(extra="ignore", case_sensitive=False)

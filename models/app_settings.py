@@ -20,7 +20,7 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.settings import AppConfig, get_config
+from config.settings import AppConfig, get_config
 
 
 class AppSettingsError(Exception):
@@ -66,14 +66,14 @@ EmbedLoader = Callable[[AppConfig], Any]
 
 
 def _default_llm(config: AppConfig, progress: Progress | None) -> Any:
-    from engine.llms import build_llm
+    from models.llms import build_llm
 
     return build_llm(config, progress)
 
 
 def _default_embedding(config: AppConfig) -> Any:
-    from engine.models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
-    from engine.models.factory import ModelLoaderFactory
+    from models.embeddings import LlamaIndexEmbeddingAdapter, UniversalEmbeddingWrapper
+    from models.factory import ModelLoaderFactory
 
     factory = ModelLoaderFactory(config.data_dir)
     name = "sentence-transformers/all-MiniLM-L6-v2"

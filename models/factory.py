@@ -131,7 +131,7 @@ class GGUFInstaller:
         self.data_dir = data_dir
 
     def resolve(self, model_path: str | None, model_name: str) -> Path:
-        from engine.models.local_llm import assemble_packaged_gguf, validate_gguf
+        from models.local_llm import assemble_packaged_gguf, validate_gguf
 
         if model_path:
             return validate_gguf(Path(model_path).expanduser())
@@ -250,7 +250,7 @@ class ModelLoaderFactory:
 
     def create_causal_lm(self, model_path: str | None, model_name: str, config: Any) -> Any:
         """A local GGUF causal LM run by llama.cpp (the seed's TODO installer, done)."""
-        from engine.models.local_llm import build_local_llm
+        from models.local_llm import build_local_llm
 
         local = self._installer("gguf").resolve(model_path, model_name)
         if detect_local_model_types(local) != ["gguf"]:

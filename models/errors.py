@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 class ModelError(Exception):
-    """Root of the errors raised by ``engine.models``."""
+    """Root of the errors raised by ``models``."""
 
 
 class LocalModelError(ModelError):
