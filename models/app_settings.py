@@ -21,6 +21,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from config.settings import AppConfig, get_config
+from models.progress import Progress
 
 
 class AppSettingsError(Exception):
@@ -60,7 +61,6 @@ _embedding_cache: dict[str, Any] = {}
 _STATE_FIELDS = ("llm", "embed_model", "tokenizer", "versions", "initialized_by", "initialized_at")
 _VERSIONED = ("llama-index-core", "sentence-transformers", "llama_cpp_python", "torch")
 
-Progress = Callable[[str, int, int], None]
 LLMLoader = Callable[[AppConfig, Progress | None], Any]
 EmbedLoader = Callable[[AppConfig], Any]
 

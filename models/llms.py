@@ -8,15 +8,14 @@ result (the client-side cut in ``step_stream`` stays as the guarantee).
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 from llama_index.core.llms import LLM
 from pydantic import Field
 
 from config.settings import AppConfig
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
+from models.progress import Progress
 
 STOP_SEQUENCES = ["\nObservation:", "\nObservation :"]
 

