@@ -3,6 +3,7 @@
 # the packaged embedding model), then writes bench/results.json, bench/results.md (each
 # figure against its target) and bench/scale.png (retrieval p50 vs corpus size).
 #   ./bench.sh             engine overhead, embeddings, retrieval, ingest, chat page,
+#                          load (8 browser sessions, both backends),
 #                          scale (postgres / embedded / numpy at 1k, 10k, 100k chunks)
 #   ./bench.sh --large     scale up to 1M chunks too (minutes; ~2 GB of memory)
 #   ./bench.sh --answers   also the real-model benchmarks: answers (~30 min on 2 cores),
@@ -51,6 +52,7 @@ run retrieval bench.retrieval
 run ingest bench.ingest
 if scripts/ensure_chromium.sh >/dev/null 2>&1; then
     run chat_page bench.chat_page
+    run load bench.load
 else
     echo "==> chat_page skipped: no chromium"
 fi

@@ -19,27 +19,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.browser_stamps import CHAT_INPUT, OBSERVE
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
 from models.embeddings import load_packaged_minilm
 from tests.e2e.support import CHROMIUM_FLAGS, chromium_path, streamlit_server
 from tests.test_theme_rag import make_theme
 
-CHAT_INPUT = "textarea[data-testid='stChatInputTextArea']"
 WORDS = (
     "La politique prévoit jusqu'à deux jours de télétravail par semaine, à convenir avec "
     "le responsable, hors période d'essai. "
 ) * 8
-OBSERVE = """([first, last]) => {
-  window.__stamps = {start: performance.now()};
-  const seen = () => {
-    const text = document.body.innerText;
-    if (!window.__stamps.first && text.includes(first)) window.__stamps.first = performance.now();
-    if (!window.__stamps.last && text.includes(last)) window.__stamps.last = performance.now();
-  };
-  window.__observer && window.__observer.disconnect();
-  window.__observer = new MutationObserver(seen);
-  window.__observer.observe(document.body, {subtree: true, childList: true, characterData: true});
-}"""
 
 
 def script(turns: int) -> list[str]:

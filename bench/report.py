@@ -134,6 +134,32 @@ def _scale(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _load(r: dict[str, Any]) -> list[Row]:
+    rows = []
+    for run in r["runs"]:
+        t, name = run["targets"], f"load ({run['backend']}, {run['sessions']} sessions)"
+        rows += [
+            Row(name, "isolation problems", len(run["isolation_problems"]), 0, "max"),
+            Row(name, "turns interrupted", run["interrupted_turns"], 0, "max"),
+            Row(name, "questions dropped", len(run["questions_dropped"]), 0, "max"),
+            Row(
+                name,
+                "RSS per added session (MB)",
+                run["rss_per_added_session_mb"],
+                t["rss_per_added_session_mb_max"],
+                "max",
+            ),
+            Row(
+                name,
+                "first token p95 (s)",
+                run["first_token_p95_s"],
+                t["first_token_p95_s_max"],
+                "max",
+            ),
+        ]
+    return rows
+
+
 EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "engine_overhead": _engine_overhead,
     "embeddings": _embeddings,
@@ -141,6 +167,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "ingest": _ingest,
     "chat_page": _chat_page,
     "scale": _scale,
+    "load": _load,
 }
 
 

@@ -33,7 +33,11 @@ def main() -> None:
         script = json.loads(Path(sys.argv[3]).read_text(encoding="utf-8"))
         scripted = ScriptedLLM(script, chunk_size=4)
         AppSettingsManager.load_models(llm_loader=lambda config, progress: scripted)
+    run_page(page, port)
 
+
+def run_page(page: str, port: int) -> None:
+    """Streamlit in this process, as ./run.sh runs it (the models already installed)."""
     from streamlit.web import bootstrap
 
     flags = {
