@@ -69,7 +69,7 @@ logger = logging.getLogger(__name__)
 
 ASK_USER_TOOL = "ask_user"
 DEFAULT_TOOL_TIMEOUT_S = 30.0
-StepGate = Callable[[Context, int], Awaitable[None]]
+StepWait = Callable[[Context, int], Awaitable[None]]
 
 
 @dataclass
@@ -127,7 +127,7 @@ class ChatitegoReActAgent(ReActAgent):
 
     _turn: TurnState = PrivateAttr(default_factory=TurnState)
     _retry_policy: RetryPolicy = PrivateAttr(default_factory=RetryPolicy)
-    _step_gate: StepGate | None = PrivateAttr(default=None)
+    _step_gate: StepWait | None = PrivateAttr(default=None)
     _secrets: tuple[str, ...] = PrivateAttr(default=())
     _tool_timeout_s: float = PrivateAttr(default=DEFAULT_TOOL_TIMEOUT_S)
     _max_output_tokens: int = PrivateAttr(default=1024)
@@ -139,7 +139,7 @@ class ChatitegoReActAgent(ReActAgent):
         state: TurnState,
         *,
         retry_policy: RetryPolicy,
-        step_gate: StepGate | None = None,
+        step_gate: StepWait | None = None,
         secrets: Sequence[str] = (),
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         max_output_tokens: int = 1024,
