@@ -14,6 +14,7 @@ from typing import Any
 from llama_index.core.llms import LLM
 from pydantic import Field
 
+from engine.errors import EngineError
 from engine.settings import AppConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -21,7 +22,7 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 STOP_SEQUENCES = ["\nObservation:", "\nObservation :"]
 
 
-class LLMConfigurationError(Exception):
+class LLMConfigurationError(EngineError):
     """The configured provider cannot be built; the message says what to set."""
 
 

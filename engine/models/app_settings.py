@@ -20,10 +20,11 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.models.errors import ModelError
 from engine.settings import AppConfig, get_config
 
 
-class AppSettingsError(Exception):
+class AppSettingsError(ModelError):
     """AppSettings is incomplete, or someone tried to change it once locked."""
 
 
