@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from llama_index.core.llms import LLM
 from llama_index.core.tools import BaseTool
 
-from engine.agent import ChatitegoReActAgent, TurnState
+from engine.agent import ChatitegoReActAgent
 from engine.compact import CompactReActFormatter, compact_header
 from engine.formatter import ChatitegoReActFormatter
 from engine.prompts import Language, system_header
 from engine.settings import AppConfig
 from engine.theme_context import ThemeContext
 from engine.turn_policy import retry_policy, turn_timeout_s
+from engine.turn_state import TurnState
 
 
 def session_compact_header(context: ThemeContext, language: Language, detail: str) -> str:

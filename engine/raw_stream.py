@@ -12,7 +12,7 @@ from typing import Any
 
 from llama_index.core.agent.workflow.workflow_events import AgentStream, ToolCallResult
 
-from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
+from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent
 from engine.events import CorrectionEvent, StepBoundary
 from engine.fallback_answer import final_answer
 from engine.finalizer import ReActFinalizer, Verdict
@@ -21,6 +21,7 @@ from engine.observations import render_observation
 from engine.prompts import Language
 from engine.step_gate import StepGate
 from engine.stream_parser import ReActStreamParser
+from engine.turn_state import TurnState
 from engine.types import ReActBlock, ReActType, Source, StopReason, TurnOutcome, TurnUsage
 
 

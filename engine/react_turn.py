@@ -15,7 +15,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.tools import BaseTool
 from llama_index.core.tools.types import adapt_to_async_tool
 
-from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent, TurnState
+from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent
 from engine.agent_factory import build_agent, new_turn_state
 from engine.compact import tool_line
 from engine.history import PreparedHistory
@@ -30,6 +30,7 @@ from engine.tools.theme_rag import SEARCH_TOOL_NAME
 from engine.transport import redact
 from engine.turn_policy import retry_policy
 from engine.turn_setup import TurnSetup
+from engine.turn_state import TurnState
 from engine.types import StopReason, ToolCallRecord
 
 logger = logging.getLogger(__name__)
