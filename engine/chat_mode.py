@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.fallback_answer import no_answer_text
 from engine.llms import LLMConfigurationError, provider_of
+from engine.stream_events import RawText, Sources, StreamEvent, TurnEnd
 from engine.transport import FaultKind, backoff_delay, classify_fault, redact
 from engine.turn_policy import retry_policy
 from engine.turn_setup import TurnSetup
@@ -28,12 +29,13 @@ _CHAT_STOP_OF_FAULT = {
 }
 
 
-async def stream_chat_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]:
+async def stream_chat_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[StreamEvent]:
     """One turn in the theme's chat mode: retrieval, then one streamed answer.
 
     llama-index's ``CondensePlusContextChatEngine`` condenses the history and
     the prompt into one question, retrieves with the theme's retriever and
-    streams the answer. The raw stream is "Answer: " then the tokens. The
+    streams the answer. The raw text is "Answer: " then the tokens; the
+    retrieved passages come as one ``Sources`` event at the end. The
     response's token generator is always closed, even when the consumer
     stops early: left open, it keeps the model's HTTP stream (and a file
     descriptor) alive.
@@ -71,7 +73,7 @@ async def stream_chat_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]:
             fault=fault,
         )
 
-    yield "Answer: "
+    yield RawText("Answer: ")
     while True:
         attempts += 1
         retry_in: float | None = None
@@ -104,7 +106,7 @@ async def stream_chat_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]:
                 delta = chunk.delta or ""
                 if delta:
                     answer += delta
-                    yield delta
+                    yield RawText(delta)
         except (GeneratorExit, asyncio.CancelledError):
             stop_reason = StopReason.CANCELLED
             setup.record(outcome())
@@ -145,9 +147,13 @@ async def stream_chat_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]:
         stop_reason = StopReason.INTERNAL_ERROR
         detail = "the chat engine returned an empty answer"
     if not answer.strip():
-        yield outcome().answer
-    yield "\n"
-    setup.record(outcome())
+        yield RawText(outcome().answer)
+    yield RawText("\n")
+    final = outcome()
+    setup.record(final)
+    if final.sources:
+        yield Sources(tuple(final.sources))
+    yield TurnEnd(final)
 
 
 def own_chat_stream(response: Any) -> Any:

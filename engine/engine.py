@@ -1,7 +1,8 @@
 """ReActEngine: the stateless facade of the engine.
 
 Per prompt, a turn (``engine.react_turn`` or ``engine.chat_mode``) routes the
-tools, builds a fresh agent and streams its raw ReAct text. The engine keeps
+tools, builds a fresh agent and streams typed events (``stream_events``); the
+raw ReAct text (``stream``) is one view over them. The engine keeps
 nothing between calls that the caller did not pass: theme, index and token
 come through ``start``, the history through ``set_history``.
 """
@@ -29,6 +30,7 @@ from engine.react_turn import stream_react_turn
 from engine.router import ToolRouter
 from engine.session_models import SessionModels
 from engine.settings import AppConfig, get_config
+from engine.stream_events import StreamEvent, raw_text, with_block_events
 from engine.sync_bridge import run_sync
 from engine.theme_context import (
     ThemeContext,
@@ -209,14 +211,22 @@ class ReActEngine:
     # --- running a turn -----------------------------------------------------------------
     def stream(self, prompt: str) -> AsyncIterator[str]:
         """Raw ReAct text deltas of one turn; never raises once iterated, never hangs."""
+        return raw_text(self.stream_events(prompt))
+
+    def stream_events(self, prompt: str) -> AsyncIterator[StreamEvent]:
+        """Typed events of one turn (see ``engine.stream_events``), ``TurnEnd`` last.
+
+        Like ``stream``: never raises once iterated, never hangs; closing it
+        early records a ``cancelled`` outcome.
+        """
         if not self._started:
             raise RuntimeError("call start() (or pass ragkwargs) before stream()")
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("the prompt is empty")
         setup = self._turn_setup()
         if self._context.chat_mode:
-            return stream_chat_turn(setup, prompt.strip())
-        return stream_react_turn(setup, prompt.strip())
+            return with_block_events(stream_chat_turn(setup, prompt.strip()))
+        return with_block_events(stream_react_turn(setup, prompt.strip()))
 
     def get_engine_response(self, prompt: str) -> str:
         """Run a whole turn synchronously and return its final answer."""

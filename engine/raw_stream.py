@@ -1,8 +1,10 @@
 """The raw ReAct text of a turn, written from the agent's events and judged as it grows.
 
-The engine parses its own text again (``ReActStreamParser``) so that the
-Finalizer sees the same blocks a client will, and its verdicts (an injected
-Thought, a forced final answer) act on the agent before its next step.
+The agent's events become stream events (``engine.stream_events``): the raw
+text as ``RawText``, a tool's call and result also as typed events. The engine
+parses its own text again (``ReActStreamParser``) so that the Finalizer sees
+the same blocks a client will, and its verdicts (an injected Thought, a forced
+final answer) act on the agent before its next step.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from engine.markers import is_fence, match_marker
 from engine.observations import render_observation
 from engine.prompts import Language
 from engine.step_gate import StepGate
+from engine.stream_events import Observation, RawText, Sources, StreamEvent, ToolCall
 from engine.stream_parser import ReActStreamParser
 from engine.turn_state import TurnState
 from engine.types import ReActBlock, ReActType, Source, StopReason, TurnOutcome, TurnUsage
@@ -36,18 +39,20 @@ class RawStream:
         self.text = ""
         self._at_line_start = True
 
-    def handle(self, event: Any, agent: ChatitegoReActAgent, gate: StepGate) -> list[str]:
-        """The texts one agent event adds to the stream (often none)."""
+    def handle(self, event: Any, agent: ChatitegoReActAgent, gate: StepGate) -> list[StreamEvent]:
+        """The stream events one agent event makes (often none)."""
         if isinstance(event, AgentStream):
             return self._emit(event.delta, agent)
         if isinstance(event, ToolCallResult):
-            observation = render_observation(event.tool_name, event.tool_output, self.secrets)
-            self.add_sources(sources_of_output(event.tool_output))
-            if event.tool_name == ASK_USER_TOOL and not event.tool_output.is_error:
-                return []  # the question is the turn's answer, emitted at the end
-            texts = self.line(f"Observation: {inert(observation)}", agent)
-            texts += self._judge_observation(observation, agent)
-            return texts
+            output = event.tool_output
+            observation = render_observation(event.tool_name, output, self.secrets)
+            events: list[StreamEvent] = [ToolCall(event.tool_name, dict(event.tool_kwargs))]
+            events += self.add_sources(sources_of_output(output))
+            if event.tool_name == ASK_USER_TOOL and not output.is_error:
+                return events  # the question is the turn's answer, emitted at the end
+            events += self.observation(event.tool_name, observation, bool(output.is_error), agent)
+            events += self._judge_observation(observation, agent)
+            return events
         if isinstance(event, CorrectionEvent):
             if event.kind == "llm_retry":
                 return self.line("", agent) if not self._at_line_start else []
@@ -56,33 +61,45 @@ class RawStream:
             gate.ack(event.step)
         return []
 
-    def add_sources(self, sources: Sequence[Source]) -> None:
+    def add_sources(self, sources: Sequence[Source]) -> list[StreamEvent]:
+        """Note a tool's sources; the event of those new to this turn, if any."""
         # One passage found by two searches is one source.
         known = {s.chunk_id for s in self.sources}
-        self.sources.extend(s for s in sources if s.chunk_id not in known)
+        new = [s for s in sources if s.chunk_id not in known]
+        self.sources.extend(new)
+        return [Sources(tuple(new))] if new else []
 
-    def line(self, text: str, agent: ChatitegoReActAgent) -> list[str]:
+    def observation(
+        self, tool: str, observation: str, is_error: bool, agent: ChatitegoReActAgent
+    ) -> list[StreamEvent]:
+        """A tool's result: typed, then as the Observation line of the raw text."""
+        return [
+            Observation(tool, observation, is_error),
+            *self.line(f"Observation: {inert(observation)}", agent),
+        ]
+
+    def line(self, text: str, agent: ChatitegoReActAgent) -> list[StreamEvent]:
         """``text`` as a line of its own (a newline first if the last one is open)."""
         prefix = "" if self._at_line_start else "\n"
         return self._emit(f"{prefix}{text}\n", agent)
 
-    def _emit(self, text: str, agent: ChatitegoReActAgent) -> list[str]:
+    def _emit(self, text: str, agent: ChatitegoReActAgent) -> list[StreamEvent]:
         if not text:
             return []
         self._at_line_start = text.endswith("\n")
         self.text += text
-        extra: list[str] = []
+        extra: list[StreamEvent] = []
         for block in self.parser.feed(text):
             if block.type is not ReActType.OBSERVATION:
                 extra += self._apply(self.finalizer.observe(block), agent)
-        return [text, *extra]
+        return [RawText(text), *extra]
 
-    def _judge_observation(self, observation: str, agent: ChatitegoReActAgent) -> list[str]:
+    def _judge_observation(self, observation: str, agent: ChatitegoReActAgent) -> list[StreamEvent]:
         return self._apply(
             self.finalizer.observe(ReActBlock(ReActType.OBSERVATION, observation)), agent
         )
 
-    def _apply(self, decision: Any, agent: ChatitegoReActAgent) -> list[str]:
+    def _apply(self, decision: Any, agent: ChatitegoReActAgent) -> list[StreamEvent]:
         if decision.verdict is Verdict.INJECT and decision.thought:
             agent.inject_thought(decision.thought)
             return self.line(f"Thought: {decision.thought}", agent)

@@ -1,4 +1,4 @@
-"""One ReAct turn: route the tools, build the agent, stream its events as raw text."""
+"""One ReAct turn: route the tools, build the agent, stream its events."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from engine.intent import Intent, choose_date_tool, classify_intent
 from engine.llms import LLMConfigurationError, provider_of
 from engine.models.inprocess import is_in_process
 from engine.observations import render_observation
-from engine.raw_stream import RawStream, inert, sources_of_output
+from engine.raw_stream import RawStream, sources_of_output
 from engine.step_gate import StepGate
+from engine.stream_events import RawText, StreamEvent, ToolCall, TurnEnd
 from engine.theme_context import ThemeContext, enabled_general_tools
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
 from engine.transport import redact
@@ -50,8 +51,12 @@ COMPACT_INTENT_TOOLS = {
 }
 
 
-async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]:
-    """Raw ReAct text of one turn; its outcome goes to ``setup.record``."""
+async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[StreamEvent]:
+    """The events of one turn (raw text and tool events), ``TurnEnd`` last.
+
+    The outcome also goes to ``setup.record``; a cancelled turn (closed, or its
+    task cancelled) records it there alone.
+    """
     language = setup.language
     state = new_turn_state(setup.config, language)
     secrets = setup.config.secrets()
@@ -85,12 +90,12 @@ async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]
             user_msg = history.pending_task or prompt
             state.initial_reasoning = _resume_reasoning(history, prompt)
         elif documents_first or (not context.compact and context.searches_first()):
-            async for text in _search_first(setup, context, prompt, state, out, agent):
-                yield text
+            async for first_step_event in _search_first(setup, context, prompt, state, out, agent):
+                yield first_step_event
         handler = agent.run(user_msg=user_msg, chat_history=chat_history)
         async for event in handler.stream_events():
-            for text in out.handle(event, agent, gate):
-                yield text
+            for stream_event in out.handle(event, agent, gate):
+                yield stream_event
         await handler
         finished = True
     except LLMConfigurationError as exc:
@@ -114,8 +119,10 @@ async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[str]
             await handler.cancel_run(timeout=2.0)
     closing = out.closing_text(state, language)
     if closing:
-        yield closing
-    setup.record(out.outcome(state, language, route))
+        yield RawText(closing)
+    outcome = out.outcome(state, language, route)
+    setup.record(outcome)
+    yield TurnEnd(outcome)
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,7 @@ async def _search_first(
     state: TurnState,
     out: RawStream,
     agent: ChatitegoReActAgent,
-) -> AsyncIterator[str]:
+) -> AsyncIterator[StreamEvent]:
     """Run the theme search on the question as the turn's first, already-taken step.
 
     Seen live with the local 1.5B model: asked about a theme's subject, it
@@ -219,10 +226,12 @@ async def _search_first(
         f"Action: {SEARCH_TOOL_NAME}",
         f"Action Input: {action_input}",
     ):
-        for text in out.line(line, agent):
-            yield text
+        for event in out.line(line, agent):
+            yield event
+    yield ToolCall(SEARCH_TOOL_NAME, dict(kwargs))
     observation = render_observation(SEARCH_TOOL_NAME, output, out.secrets)
-    out.add_sources(sources_of_output(output))
+    for event in out.add_sources(sources_of_output(output)):
+        yield event
     state.tool_calls.append(
         ToolCallRecord(SEARCH_TOOL_NAME, kwargs, observation, bool(output.is_error))
     )
@@ -231,8 +240,8 @@ async def _search_first(
         ActionReasoningStep(thought=thought, action=SEARCH_TOOL_NAME, action_input=kwargs),
         ObservationReasoningStep(observation=observation),
     ]
-    for text in out.line(f"Observation: {inert(observation)}", agent):
-        yield text
+    for event in out.observation(SEARCH_TOOL_NAME, observation, bool(output.is_error), agent):
+        yield event
 
 
 def _resume_reasoning(history: PreparedHistory, reply: str) -> list[Any]:
