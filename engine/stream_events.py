@@ -11,9 +11,9 @@
 - ``TurnEnd`` with the turn's outcome, last.
 
 Invariant: the ``BlockEnd`` blocks are those of ``ReActStreamParser.parse`` over
-the concatenated ``RawText``, whatever the chunking; the content of
-``BlockStart`` + ``BlockDelta`` since the last block event is the parser's
-``current`` block. Observation lines keep their no-break spaces (see
+the concatenated ``RawText``, whatever the chunking; the text of the
+last ``BlockStart`` and the ``BlockDelta`` after it is the content of the
+parser's ``current`` block. Observation lines keep their no-break spaces (see
 ``engine.raw_stream.inert``) in the raw text: the engine segments that text
 itself, and stored conversations are replayed by parsing it.
 """
@@ -37,9 +37,13 @@ class RawText:
 
 @dataclass(frozen=True)
 class BlockStart:
-    """A block of this type is being written (``UNKNOWN``: not decided yet)."""
+    """A block of this type is being written, ``text`` so far (``UNKNOWN``: not decided yet).
+
+    The text comes with the start so that a client paints the new block once.
+    """
 
     type: ReActType
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,7 @@ class BlockTracker:
         ):
             return [BlockDelta(current.content[len(previous.content) :])]
         # A new block, or one whose shown text changed (a held fence became code).
-        events: list[StreamEvent] = [BlockStart(current.type)]
-        if current.content:
-            events.append(BlockDelta(current.content))
-        return events
+        return [BlockStart(current.type, current.content)]
 
 
 async def with_block_events(events: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
