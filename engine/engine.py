@@ -101,10 +101,7 @@ class ReActEngine:
         system prompt as context, and the theme's language and detail level
         unless given here. Nothing else is kept: a new ``start`` replaces all.
         """
-        if language is not None and language not in ("fr", "en"):
-            raise ValueError(f"language must be 'fr' or 'en', not {language!r}")
-        if detail is not None and detail not in DETAIL_LEVELS:
-            raise ValueError(f"detail must be one of {DETAIL_LEVELS}, not {detail!r}")
+        _check_choices(language, detail)
         resolved = resolve_theme(self.config.data_dir, theme)
         if resolved is not None and index is None:
             index = resolved.load_data()
@@ -330,6 +327,13 @@ class ReActEngine:
 
     def _retry_policy(self) -> RetryPolicy:
         return retry_policy(self.config, self._models.llm)
+
+
+def _check_choices(language: str | None, detail: str | None) -> None:
+    if language is not None and language not in ("fr", "en"):
+        raise ValueError(f"language must be 'fr' or 'en', not {language!r}")
+    if detail is not None and detail not in DETAIL_LEVELS:
+        raise ValueError(f"detail must be one of {DETAIL_LEVELS}, not {detail!r}")
 
 
 def _resolve_config(

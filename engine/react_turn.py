@@ -73,18 +73,8 @@ async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[Stre
         choice = await _choose_tools(setup, context, llm, prompt, live)
         route, documents_first = choice.route, choice.documents_first
         state.tool_required = choice.tool_required
-        agent = build_agent(
-            choice.tools,
-            state,
-            config=setup.config,
-            context=context,
-            detail=setup.detail,
-            llm=llm,
-            documents_first=documents_first,
-        )
         gate = StepGate()
-        _configure(agent, setup, context, state, llm, gate)
-        agent.llm = llm
+        agent = _turn_agent(setup, context, state, llm, choice, gate)
         user_msg, chat_history = prompt, history.messages
         if history.waiting_for_user:
             user_msg = history.pending_task or prompt
@@ -158,15 +148,25 @@ async def _choose_tools(
     return _ToolChoice([*routed, *context.tools, *setup.extra_tools], "react")
 
 
-def _configure(
-    agent: ChatitegoReActAgent,
+def _turn_agent(
     setup: TurnSetup,
     context: ThemeContext,
     state: TurnState,
     llm: LLM,
+    choice: _ToolChoice,
     gate: StepGate,
-) -> None:
+) -> ChatitegoReActAgent:
+    """The turn's agent over the chosen tools, its model and limits set, waiting on ``gate``."""
     config = setup.config
+    agent = build_agent(
+        choice.tools,
+        state,
+        config=config,
+        context=context,
+        detail=setup.detail,
+        llm=llm,
+        documents_first=choice.documents_first,
+    )
     agent.configure_turn(
         state,
         retry_policy=retry_policy(config, llm),
@@ -181,6 +181,8 @@ def _configure(
         constrained_output=context.compact and is_in_process(llm),
         answer_after_tool=context.compact,
     )
+    agent.llm = llm
+    return agent
 
 
 def _compact_tools(context: ThemeContext, intent: Intent) -> list[BaseTool]:
