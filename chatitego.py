@@ -289,7 +289,7 @@ def run_turn(
     try:
         with st.chat_message("assistant"):
             tracer = StreamlitChatTracer(st.container(), mode=S.display_mode, language=lang)
-            turn = tracer.trace(engine.stream(prompt))
+            turn = tracer.trace_events(engine.stream_events(prompt))
     except RerunException:
         # Not the user's stop: a rerun came in mid-turn (seen: the cookie component
         # reporting a write just after page load). The stream is closed; ask again on

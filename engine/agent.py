@@ -1,6 +1,6 @@
 """ChatitegoReActAgent: llama-index's workflow ``ReActAgent``, made never silent.
 
-Overrides (seed 000, "ReActAgent (remanié)"):
+Overrides:
 - ``take_step``: inside it only ``RetryException`` and ``ForceFinalizeException``
   exist; any other exception is converted to one of them. A retry replays the
   same step with the error message appended *after* the scratchpad (llama-index
@@ -11,17 +11,18 @@ Overrides (seed 000, "ReActAgent (remanié)"):
   (llama-index checks ``max_iterations`` first and raises on a finished turn).
 - ``handle_tool_call_results``: tells an empty result from a tool error, turns
   foreign exceptions into teaching observations, handles ``ask_user``.
+
+``TurnState``, ``resolve_tool_call`` and ``compose_fallback_answer`` have
+modules of their own and stay importable from here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from llama_index.core.agent.react.types import (
@@ -43,24 +44,20 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import BaseMemory
 from llama_index.core.tools import AsyncBaseTool, ToolOutput, ToolSelection
 from llama_index.core.workflow import Context, StopEvent, step
-from pydantic import ValidationError
 
-from engine.budget import TokenBudget, estimate_tokens, fit_prompt
+from engine.budget import FittedPrompt, TokenBudget, estimate_tokens, fit_prompt
 from engine.compact import ANSWER_ONLY_STOPS, COMPACT_STOPS, react_grammar
 from engine.errors import ForceFinalizeException, RetryException
 from engine.events import CorrectionEvent
+from engine.fallback_answer import compose_fallback_answer
 from engine.formatter import InjectedThoughtStep
-from engine.observations import findings_of, render_observation
-from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY, TolerantReActOutputParser
-from engine.prompts import (
-    FALLBACK_ANSWER,
-    FORCE_FINAL_INSTRUCTION,
-    STOP_REASON_TEXT,
-    Language,
-    stop_reason_text,
-)
+from engine.observations import render_observation
+from engine.output_parser import TolerantReActOutputParser
+from engine.prompts import FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT
 from engine.step_stream import StepShaper
+from engine.tool_calls import check_not_echo, resolve_tool_call
 from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, redact, stream_llm
+from engine.turn_state import TurnState
 from engine.types import LLMFault, StopReason, ToolCallRecord
 from models.errors import ContextOverflowError
 from models.inprocess import GenerationUsage, InProcessModel
@@ -69,57 +66,7 @@ logger = logging.getLogger(__name__)
 
 ASK_USER_TOOL = "ask_user"
 DEFAULT_TOOL_TIMEOUT_S = 30.0
-StepGate = Callable[[Context, int], Awaitable[None]]
-
-
-@dataclass
-class TurnState:
-    """Everything one run of the agent learns; a new agent (and state) per turn."""
-
-    language: Language = "fr"
-    max_steps: int = 8
-    max_consecutive_retries: int = 2
-    llm_calls: int = 0
-    consecutive_retries: int = 0
-    total_retries: int = 0
-    force_final: bool = False
-    force_final_reason: StopReason | None = None
-    force_final_attempted: bool = False
-    pending_correction: list[ChatMessage] = field(default_factory=list)
-    last_output: str = ""
-    pending_thoughts: list[str] = field(default_factory=list)
-    stop_reason: StopReason | None = None
-    stop_detail: str = ""
-    answer: str | None = None
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    observations: list[tuple[str, str]] = field(default_factory=list)
-    # What the tool results taught, in the user's words (a fallback answer lists them).
-    findings: list[str] = field(default_factory=list)
-    # The provider of the model ("mistral", "openai_like", "local", ""), and the call
-    # that failed when the model could not be reached.
-    provider: str = ""
-    fault: LLMFault | None = None
-    waiting_question: str | None = None
-    internal_errors: list[str] = field(default_factory=list)
-    # Reasoning to start from (resuming after ask_user); consumed by the first step.
-    initial_reasoning: list[BaseReasoningStep] = field(default_factory=list)
-    # One entry per model call: tokens read (counted, or estimated for remote models).
-    usage: list[GenerationUsage] = field(default_factory=list)
-    # What the token budget had to shorten in this turn ("observations", "history"...).
-    trimmed: list[str] = field(default_factory=list)
-    # The question is a computation (compact profile): no Answer before a tool has run.
-    # Left free, the 1.5B model answered "12.5% of 3,480" from its head (420).
-    tool_required: bool = False
-
-    def note_result(self, tool_name: str, output: ToolOutput, observation: str) -> None:
-        """Record a tool's Observation, and what it taught for a fallback answer."""
-        self.observations.append((tool_name, observation))
-        self.findings.extend(findings_of(tool_name, output, observation, self.language))
-
-    def request_final(self, reason: StopReason) -> None:
-        if not self.force_final:
-            self.force_final = True
-            self.force_final_reason = reason
+StepWait = Callable[[Context, int], Awaitable[None]]
 
 
 class ChatitegoReActAgent(ReActAgent):
@@ -127,7 +74,7 @@ class ChatitegoReActAgent(ReActAgent):
 
     _turn: TurnState = PrivateAttr(default_factory=TurnState)
     _retry_policy: RetryPolicy = PrivateAttr(default_factory=RetryPolicy)
-    _step_gate: StepGate | None = PrivateAttr(default=None)
+    _step_gate: StepWait | None = PrivateAttr(default=None)
     _secrets: tuple[str, ...] = PrivateAttr(default=())
     _tool_timeout_s: float = PrivateAttr(default=DEFAULT_TOOL_TIMEOUT_S)
     _max_output_tokens: int = PrivateAttr(default=1024)
@@ -139,7 +86,7 @@ class ChatitegoReActAgent(ReActAgent):
         state: TurnState,
         *,
         retry_policy: RetryPolicy,
-        step_gate: StepGate | None = None,
+        step_gate: StepWait | None = None,
         secrets: Sequence[str] = (),
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
         max_output_tokens: int = 1024,
@@ -217,38 +164,11 @@ class ChatitegoReActAgent(ReActAgent):
         state = self._turn
         if llm_input and llm_input[0].role == MessageRole.SYSTEM:
             llm_input = llm_input[1:]
-        reasoning: list[BaseReasoningStep] = await ctx.store.get(self.reasoning_key, default=[])
-        if state.initial_reasoning:
-            reasoning = [*state.initial_reasoning, *reasoning]
-            state.initial_reasoning = []
-            await ctx.store.set(self.reasoning_key, reasoning)
-        if state.pending_thoughts:
-            reasoning.extend(InjectedThoughtStep(thought=t) for t in state.pending_thoughts)
-            state.pending_thoughts.clear()
-            await ctx.store.set(self.reasoning_key, reasoning)
+        reasoning = await self._reasoning_so_far(ctx)
         step_tools: Sequence[AsyncBaseTool] = tools
         if state.force_final or (self._answer_after_tool and _last_tool_succeeded(state)):
             step_tools = []
-
-        def render(history: list[ChatMessage], steps: list[BaseReasoningStep]) -> list[ChatMessage]:
-            messages = self.formatter.format(tools, chat_history=history, current_reasoning=steps)
-            messages.extend(state.pending_correction)
-            if state.force_final:
-                reason = STOP_REASON_TEXT[state.language].get(
-                    (state.force_final_reason or StopReason.FORCED_FINAL).value, ""
-                )
-                messages.append(
-                    ChatMessage(
-                        role=MessageRole.USER,
-                        content=FORCE_FINAL_INSTRUCTION[state.language].format(reason=reason),
-                    )
-                )
-            return merge_same_roles(messages)
-
-        fitted = fit_prompt(list(llm_input), reasoning, render, *self._budget())
-        for part in fitted.trimmed:
-            if part not in state.trimmed:
-                state.trimmed.append(part)
+        fitted = self._fit_prompt(llm_input, reasoning, tools)
         if state.force_final:
             state.force_final_attempted = True
         state.last_output = ""
@@ -264,6 +184,70 @@ class ChatitegoReActAgent(ReActAgent):
         state.llm_calls += 1
         state.last_output = text
         logger.debug("model output of step %d (%s): %r", state.llm_calls, sorted(call_kwargs), text)
+        return await self._act_on(ctx, text, reasoning, tools)
+
+    async def _reasoning_so_far(self, ctx: Context) -> list[BaseReasoningStep]:
+        """The scratchpad, with the reasoning to resume from and the Thoughts to inject."""
+        state = self._turn
+        reasoning: list[BaseReasoningStep] = await ctx.store.get(self.reasoning_key, default=[])
+        if state.initial_reasoning:
+            reasoning = [*state.initial_reasoning, *reasoning]
+            state.initial_reasoning = []
+            await ctx.store.set(self.reasoning_key, reasoning)
+        if state.pending_thoughts:
+            reasoning.extend(InjectedThoughtStep(thought=t) for t in state.pending_thoughts)
+            state.pending_thoughts.clear()
+            await ctx.store.set(self.reasoning_key, reasoning)
+        return reasoning
+
+    def _fit_prompt(
+        self,
+        llm_input: list[ChatMessage],
+        reasoning: list[BaseReasoningStep],
+        tools: Sequence[AsyncBaseTool],
+    ) -> FittedPrompt:
+        """The step's prompt, shortened to the model's window; what was cut is noted."""
+        state = self._turn
+
+        def render(history: list[ChatMessage], steps: list[BaseReasoningStep]) -> list[ChatMessage]:
+            return self._render_prompt(tools, history, steps)
+
+        fitted = fit_prompt(list(llm_input), reasoning, render, *self._budget())
+        for part in fitted.trimmed:
+            if part not in state.trimmed:
+                state.trimmed.append(part)
+        return fitted
+
+    def _render_prompt(
+        self,
+        tools: Sequence[AsyncBaseTool],
+        history: list[ChatMessage],
+        steps: list[BaseReasoningStep],
+    ) -> list[ChatMessage]:
+        state = self._turn
+        messages = self.formatter.format(tools, chat_history=history, current_reasoning=steps)
+        messages.extend(state.pending_correction)
+        if state.force_final:
+            reason = STOP_REASON_TEXT[state.language].get(
+                (state.force_final_reason or StopReason.FORCED_FINAL).value, ""
+            )
+            messages.append(
+                ChatMessage(
+                    role=MessageRole.USER,
+                    content=FORCE_FINAL_INSTRUCTION[state.language].format(reason=reason),
+                )
+            )
+        return merge_same_roles(messages)
+
+    async def _act_on(
+        self,
+        ctx: Context,
+        text: str,
+        reasoning: list[BaseReasoningStep],
+        tools: Sequence[AsyncBaseTool],
+    ) -> AgentOutput:
+        """The model's output as the step's result: its answer, or a checked tool call."""
+        state = self._turn
         step_out = self.output_parser.parse(text, is_streaming=False)
         if isinstance(step_out, ResponseReasoningStep):
             return await self._answered(ctx, reasoning, step_out, text)
@@ -272,9 +256,7 @@ class ChatitegoReActAgent(ReActAgent):
             return self._compose_fallback()
         tool, kwargs = resolve_tool_call(action, tools)
         if tool == ASK_USER_TOOL:
-            _check_not_echo(
-                str(kwargs.get("question", "")), await ctx.store.get("user_msg_str", "")
-            )
+            check_not_echo(str(kwargs.get("question", "")), await ctx.store.get("user_msg_str", ""))
         action = ActionReasoningStep(thought=action.thought, action=tool, action_input=kwargs)
         reasoning.append(action)
         await ctx.store.set(self.reasoning_key, reasoning)
@@ -536,89 +518,6 @@ _STOP_OF_FAULT = {
 }
 
 
-def resolve_tool_call(
-    action: ActionReasoningStep, tools: Sequence[AsyncBaseTool]
-) -> tuple[str, dict[str, Any]]:
-    """Check the tool name and arguments; normalise what is unambiguous, else RetryException."""
-    by_name = {t.metadata.get_name(): t for t in tools}
-    name = action.action
-    if name not in by_name:
-        wanted = _normalise_name(name)
-        matches = [n for n in by_name if _normalise_name(n) == wanted]
-        if len(matches) != 1:
-            available = ", ".join(sorted(by_name)) or "(none)"
-            raise RetryException(
-                f"There is no tool named '{name}'. Available tools: {available}. "
-                "Use one of them exactly as written, or give your Answer."
-            )
-        name = matches[0]
-    tool = by_name[name]
-    kwargs = _normalise_kwargs(name, dict(action.action_input), tool)
-    return name, kwargs
-
-
-def _check_not_echo(question: str, user_message: str) -> None:
-    """Refuse an ask_user that sends the user's own question back (seen with the 1.5B model)."""
-
-    def words(text: str) -> set[str]:
-        return {w for w in re.findall(r"\w+", text.lower()) if len(w) > 2}
-
-    asked, original = words(question), words(user_message)
-    if asked and original and len(asked & original) / len(asked | original) >= 0.8:
-        raise RetryException(
-            "Do not ask the user their own question back. Answer it, directly or with a "
-            "tool, or ask only for a specific missing detail."
-        )
-
-
-def _normalise_name(name: str) -> str:
-    return name.lower().replace("-", "_").replace(" ", "_").split(".")[-1]
-
-
-def _normalise_kwargs(name: str, kwargs: dict[str, Any], tool: AsyncBaseTool) -> dict[str, Any]:
-    schema_cls = tool.metadata.fn_schema
-    if schema_cls is None:
-        return kwargs
-    fields = schema_cls.model_fields
-    required = [f for f, info in fields.items() if info.is_required()]
-    example = _example_args(fields, required)
-    if RAW_INPUT_KEY in kwargs:
-        raw = kwargs.pop(RAW_INPUT_KEY)
-        if len(required) == 1 and not kwargs:
-            kwargs = {required[0]: raw}
-        else:
-            raise RetryException(
-                f"The Action Input of {name} must be a JSON object, e.g. {example}."
-            )
-    unknown = [k for k in kwargs if k not in fields]
-    if unknown and len(required) == 1 and len(kwargs) == 1 and required[0] not in kwargs:
-        # Small models rename the only argument ("input", "query"): map it back.
-        kwargs = {required[0]: next(iter(kwargs.values()))}
-        unknown = []
-    if unknown:
-        raise RetryException(
-            f"{name} has no argument {', '.join(repr(u) for u in unknown)}. "
-            f"Its arguments are: {', '.join(fields) or 'none'}. Example: {example}."
-        )
-    try:
-        schema_cls.model_validate(kwargs)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise RetryException(
-            f"Invalid arguments for {name}: {problems}. Example: {example}. " + FORMAT_REMINDER
-        ) from None
-    return kwargs
-
-
-def _example_args(fields: dict[str, Any], required: list[str]) -> str:
-    names = required or list(fields)[:1]
-    inner = ", ".join(f'"{n}": "..."' for n in names)
-    return "{" + inner + "}"
-
-
 def merge_same_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
     """Merge consecutive user messages: several chat APIs reject them."""
     merged: list[ChatMessage] = []
@@ -631,22 +530,3 @@ def merge_same_roles(messages: list[ChatMessage]) -> list[ChatMessage]:
         else:
             merged.append(msg)
     return merged
-
-
-def compose_fallback_answer(state: TurnState, reason: StopReason) -> str:
-    """A clear final answer built from what the turn learnt, when the model could not give one."""
-    texts = FALLBACK_ANSWER[state.language]
-    reason_text = stop_reason_text(state.language, reason.value, state.fault)
-    lines = [texts["intro"].format(reason=reason_text)]
-    # Each distinct finding once: a model going in circles gets the same one many times.
-    # The findings are written for the user (engine.observations.findings_of): never
-    # the Observation's own framing, which is written for the model.
-    useful = list(dict.fromkeys(state.findings))
-    if useful:
-        lines.append(texts["known"])
-        # One line per finding: a tool's own line breaks could read as ReAct markers.
-        lines.extend(f"- {finding}" for finding in useful[-5:])
-    else:
-        lines.append(texts["nothing"])
-    lines.append(texts["next"])
-    return "\n".join(lines)

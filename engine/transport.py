@@ -22,7 +22,8 @@ from typing import Any
 
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse
 
-from models.errors import ContextOverflowError, ModelError
+from engine.errors import EngineError
+from models.errors import ContextOverflowError, LocalModelError
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class RetryPolicy:
     backoff_max_s: float = 20.0
 
 
-class LLMCallFailed(Exception):
+class LLMCallFailed(EngineError):
     """The model could not be reached within the policy; ``kind`` says why.
 
     ``attempts`` and ``elapsed_s`` say what was tried: the user's message quotes them.
@@ -64,7 +65,7 @@ class LLMCallFailed(Exception):
         self.elapsed_s = elapsed_s
 
 
-class StreamStalled(TimeoutError):
+class StreamStalled(EngineError, TimeoutError):
     """No token arrived within the stall timeout."""
 
 
@@ -76,7 +77,9 @@ def classify_fault(exc: BaseException) -> tuple[FaultKind, float | None]:
     """Map any exception raised by an LLM client to a fault kind and a Retry-After delay."""
     if isinstance(exc, ContextOverflowError):
         return FaultKind.CONTEXT_OVERFLOW, None
-    if isinstance(exc, ModelError):
+    # A model that fails to run; the other ModelErrors (a model that cannot be found or
+    # configured) are not faults of a model call and keep the generic classification.
+    if isinstance(exc, LocalModelError):
         return FaultKind.MODEL_ERROR, None
     status = _status_code(exc)
     retry_after = _retry_after(exc)

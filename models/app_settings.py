@@ -21,10 +21,11 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from config.settings import AppConfig, get_config
+from models.errors import ModelError
 from models.progress import Progress
 
 
-class AppSettingsError(Exception):
+class AppSettingsError(ModelError):
     """AppSettings is incomplete, or someone tried to change it once locked."""
 
 

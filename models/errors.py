@@ -2,6 +2,10 @@
 
 Callers branch on these types, never on message text: a context overflow is
 not an outage, and neither is a GGUF file that cannot be loaded.
+
+``ModelError`` stands alone rather than deriving from ``engine.errors.EngineError``:
+models are a lower layer than the engine (themes use them to ingest), and
+their errors must not depend on the layer above them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from models.errors import ModelError
+
 logger = logging.getLogger(__name__)
 
 ModelType = Literal["sentence_transformer", "hf_encoder", "gguf"]
@@ -44,11 +46,11 @@ _ENCODER_TYPES = {
 _HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
 
-class ModelNotAvailableError(Exception):
+class ModelNotAvailableError(ModelError):
     """The model cannot be found or installed; the message says what to provide."""
 
 
-class ModelTypeMismatchError(Exception):
+class ModelTypeMismatchError(ModelError):
     """The model on disk is not of the declared type."""
 
 

@@ -15,12 +15,13 @@ from llama_index.core.llms import LLM
 from pydantic import Field
 
 from config.settings import AppConfig
+from models.errors import ModelError
 from models.progress import Progress
 
 STOP_SEQUENCES = ["\nObservation:", "\nObservation :"]
 
 
-class LLMConfigurationError(Exception):
+class LLMConfigurationError(ModelError):
     """The configured provider cannot be built; the message says what to set."""
 
 

@@ -290,7 +290,7 @@ def test_a_rerun_in_the_middle_of_a_turn_asks_again_instead_of_losing_the_questi
     from tracer.async_bridge import iterate_sync
     from tracer.streamlit_tracer import StreamlitChatTracer
 
-    real_trace = StreamlitChatTracer.trace
+    real_trace = StreamlitChatTracer.trace_events
     interruptions: list[int] = []
 
     def interrupted_once(self: StreamlitChatTracer, stream: Any) -> Any:
@@ -302,7 +302,7 @@ def test_a_rerun_in_the_middle_of_a_turn_asks_again_instead_of_losing_the_questi
             raise RerunException(RerunData())
         return real_trace(self, stream)
 
-    monkeypatch.setattr(StreamlitChatTracer, "trace", interrupted_once)
+    monkeypatch.setattr(StreamlitChatTracer, "trace_events", interrupted_once)
     llm.enqueue(SEARCH, SEARCH, ANSWER)  # the interrupted first step, then the whole turn
     at = open_page({})
     at.chat_input[0].set_value(QUESTION).run()

@@ -324,3 +324,34 @@ async def test_failure_messages_are_redacted(sleeps: list[float]) -> None:
 )
 def test_redact(message: str, secrets: list[str], expected: str) -> None:
     assert redact(message, secrets) == expected
+
+
+def test_every_engine_error_derives_from_its_root() -> None:
+    """``EngineError`` roots the engine's errors, ``ModelError`` those of its models."""
+    from engine.errors import EngineError, ForceFinalizeException, RetryException
+    from engine.tools.mcp_client import McpUnavailable
+    from models.app_settings import AppSettingsError
+    from models.errors import ContextOverflowError, LocalModelError, ModelError
+    from models.factory import ModelNotAvailableError, ModelTypeMismatchError
+    from models.llms import LLMConfigurationError
+
+    for engine_error in (
+        RetryException,
+        ForceFinalizeException,
+        transport.LLMCallFailed,
+        transport.StreamStalled,
+        McpUnavailable,
+    ):
+        assert issubclass(engine_error, EngineError), engine_error
+    assert issubclass(transport.StreamStalled, TimeoutError)  # its other base stays
+    for model_error in (
+        LocalModelError,
+        ContextOverflowError,
+        ModelNotAvailableError,
+        ModelTypeMismatchError,
+        AppSettingsError,
+        LLMConfigurationError,  # models/ cannot import the engine's root: a lower layer
+    ):
+        assert issubclass(model_error, ModelError), model_error
+    # A model that cannot be found is not a fault of a model call.
+    assert classify_fault(ModelNotAvailableError("no model"))[0] is not FaultKind.MODEL_ERROR

@@ -1,8 +1,8 @@
-"""StreamlitChatTracer: rebuilds ReAct blocks from the raw token stream and shows them live.
+"""StreamlitChatTracer: shows a turn's ReAct blocks live, from the engine's typed events.
 
-Why a second parser on the client (seed: "Pourquoi deux parsers ?"): the
-engine emits raw text so that any client can display it as it arrives; the
-tracer feeds it to ``ReActStreamParser`` and paints, as tokens come:
+The engine's ``stream_events`` say what each piece of the turn is (a block
+starting, growing, complete); the tracer paints them as they come
+(``trace_events``):
 
 - Thought / Action / Observation in a collapsible reasoning panel
   (``st.status``), each type with its own colour and label (``render_block``);
@@ -10,6 +10,10 @@ tracer feeds it to ``ReActStreamParser`` and paints, as tokens come:
 
 Nothing from the model is passed as HTML. Repaints of the block being written
 are throttled (``min_interval_s``); a completed block is always painted.
+
+A client of the raw text alone (``trace``/``render``, kept for it) gets the
+same panel: the tracer then segments the text with ``ReActStreamParser``, as
+the engine does for its events.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.stream_events import BlockDelta, BlockEnd, BlockStart, StreamEvent
 from engine.stream_parser import ReActStreamParser
 from engine.types import ReActBlock, ReActType
 from tracer.async_bridge import iterate_sync
@@ -66,6 +71,9 @@ class StreamlitChatTracer:
         self.language = language
         self.min_interval_s = min_interval_s
         self._parser = ReActStreamParser()
+        self._blocks: list[ReActBlock] = []  # completed, in order
+        self._live_type = ReActType.UNKNOWN  # the block being written, from the events
+        self._live_content = ""
         self._panel: Any = None
         self._live: Any = None  # placeholder of the reasoning block being written
         self._answer: Any = None
@@ -73,6 +81,33 @@ class StreamlitChatTracer:
         self._painted_answer = ""
 
     # --- public ------------------------------------------------------------------------
+    def trace_events(self, events: AsyncIterator[StreamEvent]) -> TracedTurn:
+        """Consume the engine's async event stream (always closed) and paint it."""
+        items = iterate_sync(events, on_wait=self._on_wait)
+        try:
+            return self.render_events(items)
+        finally:
+            items.close()  # at once, even when Streamlit stops the script mid-stream
+
+    def render_events(self, events: Iterable[StreamEvent]) -> TracedTurn:
+        """Paint a turn's typed events; returns the final answer and the blocks."""
+        self._open()
+        complete = False
+        try:
+            for event in events:
+                if isinstance(event, BlockEnd):
+                    self._paint_completed(event.block)
+                elif isinstance(event, BlockStart):
+                    self._live_type, self._live_content = event.type, event.text
+                    self._paint_current(self._live_block())
+                elif isinstance(event, BlockDelta):
+                    self._live_content += event.text
+                    self._paint_current(self._live_block())
+            complete = True
+        finally:
+            self._close(complete)
+        return TracedTurn(self._final_answer(), list(self._blocks), complete)
+
     def trace(self, stream: AsyncIterator[str]) -> TracedTurn:
         """Consume the engine's async stream (always closed) and paint it."""
         deltas = iterate_sync(stream, on_wait=self._on_wait)
@@ -89,13 +124,13 @@ class StreamlitChatTracer:
             for delta in deltas:
                 for block in self._parser.feed(delta):
                     self._paint_completed(block)
-                self._paint_current()
+                self._paint_current(self._parser.current)
             for block in self._parser.flush():
                 self._paint_completed(block)
             complete = True
         finally:
             self._close(complete)
-        return TracedTurn(self._final_answer(), self._parser.blocks, complete)
+        return TracedTurn(self._final_answer(), list(self._blocks), complete)
 
     @staticmethod
     def replay(
@@ -128,7 +163,14 @@ class StreamlitChatTracer:
         elif self._answer is not None and not self._painted_answer:
             self._answer.caption(label)
 
+    def _live_block(self) -> ReActBlock | None:
+        if self._live_type is ReActType.UNKNOWN and not self._live_content:
+            return None
+        return ReActBlock(self._live_type, self._live_content)
+
     def _paint_completed(self, block: ReActBlock) -> None:
+        self._blocks.append(block)
+        self._live_type, self._live_content = ReActType.UNKNOWN, ""
         if block.type.is_closing:
             self._paint_answer(block.content, final=True)
             return
@@ -138,11 +180,10 @@ class StreamlitChatTracer:
         self._live = self._panel.empty()
         self._last_paint = time.monotonic()
 
-    def _paint_current(self) -> None:
+    def _paint_current(self, current: ReActBlock | None) -> None:
         now = time.monotonic()
         if now - self._last_paint < self.min_interval_s:
             return
-        current = self._parser.current
         if current is None or current.type is ReActType.UNKNOWN:
             return
         if current.type.is_closing:
@@ -168,12 +209,14 @@ class StreamlitChatTracer:
         if self._panel is None:
             return
         if complete:
-            label = _panel_label(self.language, count_steps(self._parser.blocks))
+            label = _panel_label(self.language, count_steps(self._blocks))
             state = "complete"
         else:
             label, state = text(self.language, "reasoning_interrupted"), "error"
         self._panel.update(label=label, state=state, expanded=False)
 
     def _final_answer(self) -> str:
-        answer = self._parser.get_final_answer()
-        return (answer or "").strip()
+        for block in reversed(self._blocks):
+            if block.type.is_closing:
+                return block.content.strip()
+        return ""

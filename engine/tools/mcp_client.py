@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from engine.errors import EngineError
 from themes.mcp_config import McpServerConfig
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class McpFailure(str, Enum):
     ERROR = "error"
 
 
-class McpUnavailable(Exception):
+class McpUnavailable(EngineError):
     """The server could not be used; ``kind`` says why, the message what to do."""
 
     def __init__(self, server: str, kind: McpFailure, detail: str = "") -> None:

@@ -31,6 +31,7 @@ from llama_index.core.tools import FunctionTool
 from engine.errors import RetryException
 from engine.markers import is_fence, match_marker
 from engine.observations import MAX_OBSERVATION_CHARS
+from engine.sync_bridge import call_with_timeout
 from engine.tools.registry import tool_from_function
 from engine.types import Source
 from models.inprocess import InProcessModel
@@ -256,45 +257,37 @@ def make_llm_extractor(
 def _bounded_completion(
     llm: LLM | Callable[[], LLM], prompt: str, timeout_s: float, *, one_line: bool = True
 ) -> str | None:
-    box: list[str] = []
-    gave_up = threading.Event()
-
-    def work() -> None:
+    def work(gave_up: threading.Event) -> str | None:
         try:
             model = llm if isinstance(llm, LLM) else llm()
             if isinstance(model, InProcessModel) and one_line:
                 # The side context: the main one keeps the conversation's KV cache.
-                box.append(
-                    model.side_complete(prompt, max_tokens=48, stop=["\n"], wait_s=timeout_s)
-                )
-                return
+                return model.side_complete(prompt, max_tokens=48, stop=["\n"], wait_s=timeout_s)
             # An in-process model serves one generation at a time.
             lock = model.generation_lock if isinstance(model, InProcessModel) else None
             if lock is not None and not lock.acquire(timeout=timeout_s):
-                return
+                return None
             try:
                 text = ""
                 for chunk in model.stream_complete(prompt):
                     text += chunk.delta or ""
                     if gave_up.is_set() or (one_line and "\n" in text.strip()):
                         break
-                box.append(text)
+                return text
             finally:
                 if lock is not None:
                     lock.release()
         except Exception as exc:  # noqa: BLE001 - a failed translation only loses a variant
             logger.warning("query translation failed: %s: %s", type(exc).__name__, exc)
+            return None
 
-    worker = threading.Thread(target=work, name="chatitego-translate", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        gave_up.set()
+    finished, text = call_with_timeout(work, timeout_s, name="chatitego-translate")
+    if not finished:
         logger.warning("query translation gave no answer within %.1f s", timeout_s)
         return None
-    if not box:
+    if text is None:
         return None
-    return clean_translation(box[0]) if one_line else box[0]
+    return clean_translation(text) if one_line else text
 
 
 def _one_line(text: str) -> str:
