@@ -1,4 +1,4 @@
-"""ReActFinalizer: the orchestration-level judge of a turn (seed 001).
+"""ReActFinalizer: the orchestration-level judge of a turn.
 
 It sees only the typed blocks the engine yields, never the parser's internals.
 It stops on a closing block (final answer, answer, response, conclusion) and

@@ -1,4 +1,4 @@
-"""ToolRouter: pick the tools relevant to a prompt (seed 000 §3.4, §4.3).
+"""ToolRouter: pick the tools relevant to a prompt.
 
 A llama-index ``ObjectIndex`` over the tools' descriptions, retrieved by
 cosine similarity of embeddings; the top-k are offered together with an

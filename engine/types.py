@@ -8,7 +8,7 @@ from typing import Any
 
 
 class ReActType(str, Enum):
-    """The kind of a ReAct block (seed 001). ``str`` so that ``block.type == "thought"``."""
+    """The kind of a ReAct block. ``str`` so that ``block.type == "thought"``."""
 
     THOUGHT = "thought"
     ACTION = "action"

@@ -1,4 +1,4 @@
-"""AppSettings: the process-wide, locked holder of the app's models (seed "AppSettings").
+"""AppSettings: the process-wide, locked holder of the app's models.
 
 llama-index's global ``Settings`` can be reset or overwritten implicitly; this
 singleton is initialised once (thread lock + a file lock in the data

@@ -1,9 +1,9 @@
-"""Embeddings: a backend-agnostic wrapper and its llama-index adapter (seed "la factory").
+"""Embeddings: a backend-agnostic wrapper and its llama-index adapter.
 
 ``UniversalEmbeddingWrapper`` normalises any backend (SentenceTransformer,
 Hugging Face encoder, or anything with ``embed``/``encode``) to
 ``list[float]``; ``LlamaIndexEmbeddingAdapter`` exposes it as a llama-index
-``BaseEmbedding``. Unlike the seed, lists are encoded in one batch call and
+``BaseEmbedding``. Lists are encoded in one batch call (not text by text), and
 the model's maximum sequence length is exposed so chunking can respect it.
 """
 

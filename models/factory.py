@@ -1,7 +1,7 @@
 """ModelLoaderFactory: install, validate and instantiate local models, deterministically.
 
-Seed "Le module ModelLoaderFactory": the caller states the model type
-explicitly (``sentence_transformer``, ``hf_encoder``, ``gguf``); an installer
+The caller states the model type explicitly (``sentence_transformer``,
+``hf_encoder``, ``gguf``); an installer
 resolves the model from (a) an explicit path, (b) an installed package that
 ships it, (c) the model hub when reachable and allowed; the installed
 structure is then checked against the declared type. Creating a model never
@@ -251,7 +251,7 @@ class ModelLoaderFactory:
         return model
 
     def create_causal_lm(self, model_path: str | None, model_name: str, config: Any) -> Any:
-        """A local GGUF causal LM run by llama.cpp (the seed's TODO installer, done)."""
+        """A local GGUF causal LM run by llama.cpp."""
         from models.local_llm import build_local_llm
 
         local = self._installer("gguf").resolve(model_path, model_name)

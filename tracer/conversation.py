@@ -1,7 +1,7 @@
 """The chat page's conversation: typed entries, what the engine is given, follow-up actions.
 
-The engine is stateless (seed: "ReActEngine v1 : intégration dans le front
-end"): the page keeps the conversation and hands it back before every prompt.
+The engine is stateless (one engine serves every session): the page keeps the
+conversation and hands it back before every prompt.
 An assistant entry keeps what the page shows under an answer: its stop
 reason, its sources and its reasoning blocks.
 """
