@@ -78,6 +78,8 @@ class ReActEngine:
         self.index: Any = None
         self._context = ThemeContext()
         self._live_routers: dict[tuple[str, ...], ToolRouter] = {}
+        # What the last listing of the MCP servers could not reach, as the turn says it.
+        self._live_notes: list[str] = []
         self._history = PreparedHistory(messages=[])
         self.last_outcome: TurnOutcome | None = None
         if ragkwargs is not None:  # mode 1: ready at construction
@@ -249,6 +251,7 @@ class ReActEngine:
             extra_tools=list(self._extra_tools),
             settle_profile=self._settle_profile,
             live_tools=self._live_tools,
+            live_notes=lambda: list(self._live_notes),
             router_with=self._router_with,
             record=self._record,
         )
@@ -270,9 +273,11 @@ class ReActEngine:
 
     async def _live_tools(self) -> list[BaseTool]:
         """The theme's MCP tools (allowed, read-only), from the per-server cache."""
+        self._live_notes = []
         if not self._context.mcp_servers:
             return []
         from engine.tools.mcp import MCP_TOOLS  # the MCP SDK is imported by MCP themes only
+        from engine.tools.mcp_client import unavailable_note
 
         reserved = [
             t.metadata.get_name()
@@ -281,6 +286,7 @@ class ReActEngine:
         tools, errors = await MCP_TOOLS.tools(self._context.mcp_servers, reserved)
         for error in errors:
             logger.warning("live-data tools missing this turn: %s", error)
+        self._live_notes = [unavailable_note(error, self.language) for error in errors]
         return list(tools)
 
     def _router_with(self, live: Sequence[BaseTool]) -> ToolRouter:

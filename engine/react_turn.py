@@ -18,6 +18,7 @@ from llama_index.core.tools.types import adapt_to_async_tool
 from engine.agent import ASK_USER_TOOL, ChatitegoReActAgent
 from engine.agent_factory import build_agent, new_turn_state
 from engine.compact import tool_line
+from engine.formatter import InjectedThoughtStep
 from engine.history import PreparedHistory
 from engine.intent import Intent, choose_date_tool, classify_intent
 from engine.observations import render_observation
@@ -75,10 +76,16 @@ async def stream_react_turn(setup: TurnSetup, prompt: str) -> AsyncIterator[Stre
         state.tool_required = choice.tool_required
         gate = StepGate()
         agent = _turn_agent(setup, context, state, llm, choice, gate)
+        # A live-data server that could not be reached is said, not silently missing: the
+        # user sees why, and the model reads it before it answers a live-data question.
+        for note in setup.live_notes():
+            state.initial_reasoning.append(InjectedThoughtStep(thought=note))
+            for note_event in out.line(f"Thought: {note}", agent):
+                yield note_event
         user_msg, chat_history = prompt, history.messages
         if history.waiting_for_user:
             user_msg = history.pending_task or prompt
-            state.initial_reasoning = _resume_reasoning(history, prompt)
+            state.initial_reasoning += _resume_reasoning(history, prompt)
         elif documents_first or (not context.compact and context.searches_first()):
             async for first_step_event in _search_first(setup, context, prompt, state, out, agent):
                 yield first_step_event
@@ -238,7 +245,7 @@ async def _search_first(
         ToolCallRecord(SEARCH_TOOL_NAME, kwargs, observation, bool(output.is_error))
     )
     state.note_result(SEARCH_TOOL_NAME, output, observation)
-    state.initial_reasoning = [
+    state.initial_reasoning += [
         ActionReasoningStep(thought=thought, action=SEARCH_TOOL_NAME, action_input=kwargs),
         ObservationReasoningStep(observation=observation),
     ]

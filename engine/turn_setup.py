@@ -31,5 +31,7 @@ class TurnSetup:
     # With ``auto``, the loaded model decides the prompt profile: the context to use then.
     settle_profile: Callable[[LLM], ThemeContext]
     live_tools: Callable[[], Awaitable[list[BaseTool]]]
+    # After ``live_tools``: one sentence per MCP server it could not use (empty: all fine).
+    live_notes: Callable[[], list[str]]
     router_with: Callable[[Sequence[BaseTool]], ToolRouter]
     record: Callable[[TurnOutcome], None]

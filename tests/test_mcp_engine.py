@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine import ReActEngine, StopReason
+from engine import ReActEngine, ReActType, StopReason
 from engine.intent import Intent, intent_messages, plausible
 from engine.tools.mcp import MCP_TOOLS
 from tests.fakes import ScriptedLLM, ScriptedLocalLLM
@@ -146,3 +146,8 @@ async def test_a_theme_whose_server_is_down_still_answers_from_its_documents(
     outcome = engine.last_outcome
     assert outcome is not None and outcome.stop_reason is StopReason.ANSWERED
     assert outcome.route == "documents"
+    # The user is told (the panel's first Thought), and the model read it too.
+    note = "The live-data server 'absent' is unavailable (its command was not found)"
+    thoughts = [b.content for b in outcome.blocks if b.type is ReActType.THOUGHT]
+    assert thoughts and thoughts[0].startswith(note), thoughts
+    assert any(note in str(m.content) for m in llm.calls[-1]), "the model was not told"

@@ -58,6 +58,33 @@ _EXPLAIN = {
 }
 
 
+# The same reasons in the words of the turn's note (engine-written, shown in the panel).
+_EXPLAIN_TO_USER = {
+    "fr": {
+        McpFailure.MISSING_TOKEN: "son jeton n'est pas configuré",
+        McpFailure.NOT_FOUND: "sa commande est introuvable",
+        McpFailure.UNREACHABLE: "connexion impossible",
+        McpFailure.AUTH: "le serveur a refusé le jeton",
+        McpFailure.TIMEOUT: "pas de réponse à temps",
+        McpFailure.ERROR: "la connexion a échoué",
+    },
+    "en": _EXPLAIN,
+}
+_UNAVAILABLE_NOTE = {
+    "fr": "Le serveur de données en direct « {server} » est indisponible ({why}) : ses outils "
+    "manquent à ce tour.",
+    "en": "The live-data server '{server}' is unavailable ({why}): its tools are missing this "
+    "turn.",
+}
+
+
+def unavailable_note(error: McpUnavailable, language: str) -> str:
+    """The sentence a turn shows (and the model reads) for a server it could not use."""
+    lang = language if language in _UNAVAILABLE_NOTE else "en"
+    why = _EXPLAIN_TO_USER[lang][error.kind]
+    return _UNAVAILABLE_NOTE[lang].format(server=error.server, why=why)
+
+
 @dataclass(frozen=True)
 class ServerTool:
     """A tool a server offers, as the admin sees it when testing the connection."""
