@@ -12,5 +12,5 @@ scripts/ensure_chromium.sh
 export HF_HUB_OFFLINE=1
 echo "==> ruff check"; .venv/bin/ruff check .
 echo "==> ruff format --check"; .venv/bin/ruff format --check .
-echo "==> mypy"; .venv/bin/mypy engine/ themes/ tracer/ manager/ demo_mcp/ chatitego.py rag_manager.py serve.py bench/answers.py bench/answer_eval.py bench/injection.py bench/injection_payloads.py bench/scale.py bench/report.py
+echo "==> mypy"; .venv/bin/mypy engine/ themes/ tracer/ manager/ admin_pages/ demo_mcp/ chatitego.py rag_manager.py serve.py bench/answers.py bench/answer_eval.py bench/injection.py bench/injection_payloads.py bench/scale.py bench/report.py
 echo "==> pytest"; .venv/bin/python -m pytest "$@"
