@@ -25,7 +25,7 @@ def health_page(t: Tr, lang: str, theme: Theme) -> None:
     report = None
     if damage is not None:
         # Issue 11, finding 1: the page promised « Réparer » / « Vider l'index » for a damaged
-        # index, and the tab stopped at the error instead of offering them.
+        # index, and its tab (now this page) stopped at the error instead of offering them.
         st.error(user_message(damage, lang))
     else:
         report = act(t, lang, lambda: health(theme))
