@@ -12,6 +12,6 @@ scripts/ensure_chromium.sh
 export HF_HUB_OFFLINE=1
 echo "==> ruff check"; .venv/bin/ruff check .
 echo "==> ruff format --check"; .venv/bin/ruff format --check .
-echo "==> mypy"; .venv/bin/mypy config/ models/ engine/ themes/ tracer/ manager/ demo_mcp/ chatitego.py rag_manager.py serve.py bench/answers.py bench/answer_eval.py bench/injection.py bench/injection_payloads.py bench/scale.py bench/report.py bench/load.py bench/paced_llm.py bench/browser_stamps.py
+echo "==> mypy"; .venv/bin/mypy config/ models/ engine/ themes/ tracer/ manager/ admin_pages/ demo_mcp/ chatitego.py rag_manager.py serve.py bench/answers.py bench/answer_eval.py bench/injection.py bench/injection_payloads.py bench/scale.py bench/report.py bench/load.py bench/paced_llm.py bench/browser_stamps.py
 echo "==> layers (import-linter)"; .venv/bin/lint-imports
 echo "==> pytest"; .venv/bin/python -m pytest "$@"

@@ -170,8 +170,8 @@ TEXTS: dict[str, tuple[str, str]] = {
         "Settings saved; the chat uses them from the next question.",
     ),
     "reindex_hint": (
-        "La taille des passages a changé : réindexez tout (onglet Documents) pour l'appliquer.",
-        "The chunk size changed: re-index everything (Documents tab) to apply it.",
+        "La taille des passages a changé : réindexez tout (page Documents) pour l'appliquer.",
+        "The chunk size changed: re-index everything (Documents page) to apply it.",
     ),
     "danger": ("Supprimer le thème", "Delete the theme"),
     "confirm_name": ("Tapez « {name} » pour confirmer", "Type '{name}' to confirm"),

@@ -7,6 +7,7 @@ The real-browser counterparts are in tests/e2e/test_hardening_manager_browser.py
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,15 @@ from manager.operations import ingest_batch
 from tests.e2e.payloads import payloads
 from tests.test_hardening_pages_chat import files_under, live_tokens
 from tests.test_manager_page import (  # noqa: F401 - fixtures
+    PAGE_TITLES,
     PASSWORD,
     _fresh_page_state,
     admin,
     logged_in,
     minilm,
     new_app,
+    open_page,
+    page_titles,
     repo,
 )
 from themes.feedback import FeedbackEntry, FeedbackSource, record_feedback
@@ -42,6 +46,15 @@ def every_markdown(at: AppTest) -> list[str]:
     widgets = ("text_input", "checkbox", "toggle")
     parts += [getattr(w, "label", "") for k in widgets for w in at.get(k)]
     return [str(p) for p in parts]
+
+
+PAGE_FILES = ("documents", "settings", "inspect", "health", "regression", "review")
+
+
+def every_page(at: AppTest) -> Iterator[AppTest]:
+    """The app on each of the RAG Manager's pages in turn (what its tabs showed at once)."""
+    for name in PAGE_FILES:
+        yield open_page(at, name)
 
 
 def create_theme(at: AppTest, name: str, title: str = "") -> AppTest:
@@ -63,7 +76,7 @@ def test_creating_a_second_theme_selects_it(admin: None, repo: ThemeRepository) 
     assert repo.names() == ["maintenance", "qualite"]
     assert at.sidebar.selectbox(key="theme_select").value == "qualite"
     assert "Thème « qualite » créé." in [s.value for s in at.success]
-    assert len(at.tabs) == 6
+    assert page_titles(at) == PAGE_TITLES
     at = create_theme(at, "securite")  # and a third
     assert not at.exception and at.sidebar.selectbox(key="theme_select").value == "securite"
 
@@ -73,11 +86,11 @@ def test_logging_out_without_an_identity_provider(admin: None, repo: ThemeReposi
     # Issue 11 finding 6: AttributeError: st.user has no attribute "is_logged_in".
     repo.create("rh")
     at = logged_in()
-    assert len(at.tabs) == 6
+    assert page_titles(at) == PAGE_TITLES
     at.sidebar.button(key="logout").click()
     at.run()
     assert not at.exception and not at.error
-    assert len(at.tabs) == 0 and [w.label for w in at.text_input] == ["Mot de passe"]
+    assert page_titles(at) == [] and [w.label for w in at.text_input] == ["Mot de passe"]
 
 
 # --- inputs: the traversal table through the form ------------------------------------------
@@ -122,8 +135,9 @@ def test_theme_titles_with_payloads_are_shown_as_text(
     at = create_theme(logged_in(), "piege", title)
     assert not at.exception
     assert repo.get("piege").settings.title  # kept as typed (stripped), shown as text
-    for part in every_markdown(at):
-        assert live_tokens(part) == [], part
+    for page in every_page(at):
+        for part in every_markdown(page):
+            assert live_tokens(part) == [], part
 
 
 # --- inputs: upload file names --------------------------------------------------------------
@@ -233,18 +247,20 @@ def test_payloads_in_documents_answers_and_feedback_are_shown_as_text(
             sources=[FeedbackSource(file=stored, chunk_id=chunk_id)],
         ),
     )
-    at = logged_in()
+    at = open_page(logged_in(), "inspect")
     at.text_input(key="retrieval_question").input("congés jours")
     next(b for b in at.main.button if b.label == "Chercher").click()
     at.run()
     assert not at.exception
-    rendered = every_markdown(at)
-    review = [p for p in rendered if p.startswith("👎")]
+    review: list[str] = []
+    for page in every_page(at):  # the retrieval result stays shown on the Inspect page
+        rendered = every_markdown(page)
+        review += [p for p in rendered if p.startswith("👎")]
+        for part in rendered:
+            assert live_tokens(part, links=False) == [], part
+        assert all(not m.allow_html for m in page.markdown)
+        assert not any("\u202e" in t.value or "\x1b" in t.value for t in page.text)
     assert review and all(live_tokens(p) == [] for p in review)
-    for part in rendered:
-        assert live_tokens(part, links=False) == [], part
-    assert all(not m.allow_html for m in at.markdown)
-    assert not any("\u202e" in t.value or "\x1b" in t.value for t in at.text)
 
 
 # --- secrets --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from tests.test_manager_page import (  # noqa: F401 - fixtures used by name
     admin,
     logged_in,
     minilm,
+    open_page,
     repo,
 )
 from themes.theme import ThemeRepository
@@ -34,7 +35,7 @@ def test_damaged_index_shows_repair_and_clear_and_repair_rebuilds(
     vectors = theme.directory / "index" / "v000001" / "vectors" / "vectors.npy"
     vectors.write_bytes(vectors.read_bytes()[:100])
 
-    at = logged_in()
+    at = open_page(logged_in(), "health")
     assert not at.exception
     errors = [e.value for e in at.error]
     assert any(

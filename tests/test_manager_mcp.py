@@ -13,6 +13,7 @@ from tests.test_manager_page import (  # noqa: F401 - fixtures
     labelled,
     logged_in,
     minilm,
+    open_page,
     repo,
     texts_of,
 )
@@ -52,7 +53,7 @@ def test_bad_lines_are_refused_with_their_number(text: str, says: str) -> None:
 
 def test_servers_typed_in_the_settings_are_saved(admin: None, repo: ThemeRepository) -> None:
     repo.create("atelier")
-    at = logged_in()
+    at = open_page(logged_in(), "settings")
     labelled(at.main.text_area, FIELD).input(DEMO_LINE + " | ATELIER_TOKEN")
     labelled(at.main.button, "Enregistrer").click()
     at.run()
@@ -65,7 +66,7 @@ def test_a_token_typed_in_place_of_its_variable_is_not_saved(
     admin: None, repo: ThemeRepository
 ) -> None:
     repo.create("atelier")
-    at = logged_in()
+    at = open_page(logged_in(), "settings")
     labelled(at.main.text_area, FIELD).input(DEMO_LINE + " | Bearer abc.def-123")
     labelled(at.main.button, "Enregistrer").click()
     at.run()
@@ -81,7 +82,7 @@ def test_the_connection_test_lists_the_demo_servers_tools(
     theme = repo.create("atelier")
     theme.settings.mcp_servers = [McpServerConfig.model_validate(parse_servers(DEMO_LINE)[0])]
     theme.save_settings()
-    at = logged_in()
+    at = open_page(logged_in(), "settings")
     labelled(at.main.button, "Tester la connexion").click()
     at.run()
     assert not at.exception
@@ -98,7 +99,7 @@ def test_the_connection_test_says_why_it_cannot_connect(admin: None, repo: Theme
         McpServerConfig(name="absent", command="no-such-mcp-server", allowed_tools=("x",))
     ]
     theme.save_settings()
-    at = logged_in()
+    at = open_page(logged_in(), "settings")
     labelled(at.main.button, "Tester la connexion").click()
     at.run()
     assert not at.exception

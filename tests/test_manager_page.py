@@ -72,6 +72,25 @@ def logged_in() -> AppTest:
     return at
 
 
+def page_titles(at: AppTest) -> list[str]:
+    """The titles the page navigation lists (it lists nothing before the login).
+
+    AppTest has no element for ``st.navigation``: this reads the registry of pages the
+    last run registered, the one ``AppTest.switch_page`` resolves against.
+    """
+    return [info["page_name"] for info in at._registered_pages.values() if "url_pathname" in info]
+
+
+PAGE_TITLES = ["Documents", "Réglages", "Inspecter", "Santé", "Régression", "Avis"]
+
+
+def open_page(at: AppTest, name: str) -> AppTest:
+    """Go to one of the RAG Manager's pages (``name``: its file in ``admin_pages/``)."""
+    at.switch_page(f"admin_pages/{name}.py").run()
+    assert not at.exception
+    return at
+
+
 def labelled(widgets: Any, label: str) -> Any:
     """The first widget with that label (settings come before the retrieval test)."""
     return next(w for w in widgets if w.label == label)
@@ -93,14 +112,14 @@ def test_no_admin_configured_explains_how_and_stays_closed(repo: ThemeRepository
     assert "Aucun administrateur n'est configuré" in at.warning[0].value
     assert "python -m manager hash-password" in at.code[0].value
     assert "ADMIN_PASSWORD_HASH" in texts_of(at)
-    assert len(at.tabs) == 0 and len(at.text_input) == 0 and len(at.button) == 0
+    assert page_titles(at) == [] and len(at.text_input) == 0 and len(at.button) == 0
     assert "rh" not in texts_of(at)
 
 
 def test_login_gate_shows_nothing_else_then_opens(admin: None, repo: ThemeRepository) -> None:
     repo.create("secret-theme")
     at = new_app()
-    assert len(at.tabs) == 0
+    assert page_titles(at) == []
     assert [w.label for w in at.text_input] == ["Mot de passe"]
     assert [b.label for b in at.button] == ["Se connecter"]
     assert [s.label for s in at.sidebar.selectbox] == ["Langue / Language"]
@@ -110,12 +129,12 @@ def test_login_gate_shows_nothing_else_then_opens(admin: None, repo: ThemeReposi
     at.button[0].click()
     at.run()
     assert at.error[0].value == "Mot de passe incorrect."
-    assert len(at.tabs) == 0
+    assert page_titles(at) == []
 
     at.text_input[0].input(PASSWORD)
     at.button[0].click()
     at.run()
-    assert not at.exception and len(at.tabs) == 6
+    assert not at.exception and page_titles(at) == PAGE_TITLES
     assert at.sidebar.selectbox(key="theme_select").value == "secret-theme"
 
 
@@ -135,7 +154,7 @@ def test_repeated_failures_are_throttled(admin: None) -> None:
     at.text_input[0].input(PASSWORD)
     at.button[0].click()
     at.run()
-    assert "attendez" in at.error[0].value and len(at.tabs) == 0
+    assert "attendez" in at.error[0].value and page_titles(at) == []
 
 
 def test_session_expires_after_inactivity(admin: None) -> None:
@@ -143,7 +162,7 @@ def test_session_expires_after_inactivity(admin: None) -> None:
     minutes = get_config().admin_session_minutes
     at.session_state["admin"].last_activity = time.time() - minutes * 60 - 5
     at.run()
-    assert len(at.tabs) == 0
+    assert page_titles(at) == []
     assert "Session expirée" in at.info[0].value
     assert [w.label for w in at.text_input] == ["Mot de passe"]
 
@@ -162,12 +181,12 @@ def test_create_theme_and_refuse_a_bad_name(admin: None, repo: ThemeRepository) 
     assert not at.exception
     assert repo.get("maintenance").settings.title == "Maintenance usine"
     assert "Thème « maintenance » créé." in [s.value for s in at.success]
-    assert len(at.tabs) == 6
+    assert page_titles(at) == PAGE_TITLES
 
 
 def test_settings_are_saved(admin: None, repo: ThemeRepository) -> None:
     repo.create("rh")
-    at = logged_in()
+    at = open_page(logged_in(), "settings")
     labelled(at.main.text_input, "Titre").input("Ressources humaines")
     labelled(at.main.selectbox, "Niveau de détail").select("detailed")
     labelled(at.main.number_input, "Passages gardés").set_value(3)
@@ -198,11 +217,12 @@ def test_documents_ingested_by_the_library_are_listed_and_searchable(
     row = table[table["Nom"] == "notice.pdf"].iloc[0]
     assert row["Pages"] == 2 and row["Passages"] >= 1 and row["Statut"] == "indexé"
 
+    open_page(at, "inspect")
     at.text_input(key="retrieval_question").input("vanne ZK-4491")
     labelled(at.main.button, "Chercher").click()
     at.run()
     assert not at.exception
-    ranked = at.dataframe[1].value
+    ranked = at.dataframe[0].value
     assert list(ranked.columns[:7]) == [
         "Rang",
         "Document",
@@ -270,7 +290,7 @@ def test_review_list_shows_feedback_and_opens_chunks(
             reasoning=[FeedbackStep(type="thought", content="Je cherche <b>les congés</b>")],
         ),
     )
-    at = logged_in()
+    at = open_page(logged_in(), "review")
     assert "Combien de congés ?" in [t.value for t in at.text]
     shown = texts_of(at)
     assert "<script>" not in shown and "&lt;script>" in shown

@@ -33,7 +33,7 @@ _FR: dict[str, str] = {
     "Demandez à l'administrateur de lancer « Réparer » dans le RAG Manager.",
     "index_damaged": "Les documents du thème « {theme} » sont endommagés ({detail}) : "
     "Chatitego ne peut pas y répondre pour l'instant. Les documents eux-mêmes sont intacts ; "
-    "un administrateur peut reconstruire l'index dans le RAG Manager (onglet Santé, "
+    "un administrateur peut reconstruire l'index dans le RAG Manager (page Santé, "
     "« Réparer ») ou avec « python -m themes repair {theme} ».",
     "empty_index": "Ce thème n'a encore aucun document : les réponses ne s'appuieront sur "
     "aucune source.",
@@ -88,7 +88,7 @@ _EN: dict[str, str] = {
     "administrator to run “Repair” in the RAG Manager.",
     "index_damaged": "The documents of theme “{theme}” are damaged ({detail}): Chatitego "
     "cannot answer from them for now. The documents themselves are intact; an administrator "
-    "can rebuild the index in the RAG Manager (Health tab, “Repair”) or with “python -m "
+    "can rebuild the index in the RAG Manager (Health page, “Repair”) or with “python -m "
     "themes repair {theme}”.",
     "empty_index": "This theme has no document yet: answers will rely on no source.",
     "chat_placeholder": "Ask your question…",

@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
@@ -93,3 +94,19 @@ def streamlit_server(
 def screenshot_path(name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     return SCREENSHOTS / f"{name}.png"
+
+
+def manager_navigation(page: Any) -> Any:
+    """The RAG Manager's page navigation (``st.navigation``, in the sidebar)."""
+    return page.locator("[data-testid='stSidebarNav']")
+
+
+def open_manager_page(page: Any, title: str) -> None:
+    """Go to a RAG Manager page by its link, and wait until it is the current one."""
+    navigation = manager_navigation(page)
+    navigation.get_by_role("link", name=title, exact=True).click()
+    navigation.locator("[aria-current='page']", has_text=title).wait_for(timeout=30_000)
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "document.querySelector('[data-testid=\"stStatusWidget\"]') === null", timeout=90_000
+    )

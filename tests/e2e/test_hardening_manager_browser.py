@@ -24,7 +24,7 @@ from tests.e2e.payloads import (
     payloads,
     tracker,
 )
-from tests.e2e.support import screenshot_path, streamlit_server
+from tests.e2e.support import open_manager_page, screenshot_path, streamlit_server
 from tests.e2e.test_manager_browser import _idle
 from themes.feedback import FeedbackEntry, FeedbackStep, record_feedback
 from themes.theme import ThemeRepository
@@ -117,7 +117,7 @@ def test_second_theme_payloads_and_logout(page: Any, tmp_path: Path) -> None:
                     reasoning=[FeedbackStep(type="thought", content=table["img_onerror"])],
                 ),
             )
-            page.get_by_role("tab", name="Inspecter").click()
+            open_manager_page(page, "Inspecter")
             page.get_by_label("Question", exact=True).first.fill("vanne ZK-4491")
             page.get_by_role("button", name="Chercher").click()
             page.get_by_text("Durées (ms)", exact=False).wait_for(timeout=60_000)
@@ -128,7 +128,7 @@ def test_second_theme_payloads_and_logout(page: Any, tmp_path: Path) -> None:
             _shot(page, "3-inspect")
             _assert_inert(page, seen)
 
-            page.get_by_role("tab", name="Avis").click()
+            open_manager_page(page, "Avis")
             review = page.locator("[data-testid='stExpander'] summary").filter(has_text="Purge")
             review.first.click()
             page.get_by_text("Raisonnement").last.wait_for()
