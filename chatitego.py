@@ -30,7 +30,14 @@ from tracer.render import escape_markdown
 from tracer.streamlit_tracer import StreamlitChatTracer, TracedTurn
 from tracer.theme_choice import choose_theme
 from tracer.theme_session import ensure_models, open_theme
-from tracer.turn_flow import AskTurn, Idle, RecordUnanswered, interrupted, next_step
+from tracer.turn_flow import (
+    AskTurn,
+    Idle,
+    RecordUnanswered,
+    interrupted,
+    next_step,
+    typed_question,
+)
 from tracer.ui_text import text
 
 logger = logging.getLogger("chatitego.page")
@@ -80,6 +87,13 @@ def note_interrupted_turn(engine: ReActEngine | None, conversation: Conversation
         conversation.add_assistant(outcome, outcome.answer if outcome else "", [])
 
 
+CHAT_BOX = "chat_box"
+
+
+def _keep_typed_question() -> None:
+    S.pending_turn = typed_question(S.get(CHAT_BOX)) or S.get("pending_turn")
+
+
 def main() -> None:
     config = get_config()
     store = history_store(config)
@@ -127,7 +141,7 @@ def main() -> None:
         st.caption(text(lang, "other_themes_not_kept", themes=", ".join(S.themes_cut)))
 
     placeholder = "reply_placeholder" if conversation.waiting_for_user else "chat_placeholder"
-    prompt = st.chat_input(text(lang, placeholder))
+    prompt = st.chat_input(text(lang, placeholder), key=CHAT_BOX, on_submit=_keep_typed_question)
     pending, step = next_step(S.get("pending_turn"), prompt, S.pop("pending_action", None), lang)
     S.pending_turn = pending
     if isinstance(step, AskTurn):

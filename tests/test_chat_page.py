@@ -311,3 +311,35 @@ def test_a_rerun_in_the_middle_of_a_turn_asks_again_instead_of_losing_the_questi
     text = markdown_text(at)
     assert text.count(QUESTION) == 1 and "Up to **two days** per week." in text
     assert not at.warning  # no "interrupted" note: the question was simply asked again
+
+
+def test_a_rerun_before_the_turn_starts_does_not_lose_the_typed_question(
+    llm: ScriptedLLM, theme: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Seen under load (bench.load, 8 sessions): the cookie component's report of the last
+    # answer's write reran the page while the run that carried a new question was still
+    # drawing the conversation; the rerun had no question, and the question vanished.
+    from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+    import tracer.chat_view
+
+    real_show = tracer.chat_view.show_entry
+    cuts: list[int] = []
+    at = open_page({})
+    llm.enqueue(ANSWER)
+    at.chat_input[0].set_value("Hello?").run()  # one entry on the page to draw
+
+    def cut_once(*args: Any, **kwargs: Any) -> Any:
+        if not cuts:
+            cuts.append(1)
+            raise RerunException(RerunData())  # the rerun carries no question
+        return real_show(*args, **kwargs)
+
+    monkeypatch.setattr(tracer.chat_view, "show_entry", cut_once)
+    llm.enqueue(SEARCH, ANSWER)
+    at.chat_input[0].set_value(QUESTION).run()
+    assert not at.exception
+    assert cuts == [1]
+    text = markdown_text(at)
+    assert text.count(QUESTION) == 1 and "Up to **two days** per week." in text

@@ -12,6 +12,7 @@ from tracer.turn_flow import (
     RetryLastQuestion,
     interrupted,
     next_step,
+    typed_question,
 )
 
 
@@ -60,3 +61,12 @@ def test_a_turn_that_keeps_being_interrupted_ends_after_the_bound() -> None:
         asked += 1
         pending = interrupted(pending, step)
     assert step == RecordUnanswered("q") and asked == MAX_TURN_RESUMES + 1
+
+
+def test_a_sent_question_is_kept_stripped_as_a_turn_still_to_run() -> None:
+    assert typed_question("  Combien ?  ") == PendingTurn("Combien ?", None, 0)
+    assert typed_question("   ") is None
+    assert typed_question(None) is None
+    # Kept, it is asked on the next run even when that run has no question of its own.
+    pending = typed_question("Combien ?")
+    assert next_step(pending, None, None, "fr") == (pending, AskTurn("Combien ?"))

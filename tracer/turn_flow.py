@@ -80,6 +80,19 @@ def next_step(
     return None, Idle()
 
 
+def typed_question(value: object) -> PendingTurn | None:
+    """The question the chat box just sent, kept as a turn still to run.
+
+    Kept by the chat box's ``on_submit`` callback, which Streamlit runs before the
+    script: a rerun that cuts that run short before its turn starts (seen under load:
+    the cookie component's report of the last answer's write) then cannot lose the
+    question; the next run asks it, as it asks an interrupted turn again.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return PendingTurn(value.strip(), None, 0)
+
+
 def interrupted(pending: PendingTurn | None, turn: AskTurn) -> PendingTurn:
     """The state after a rerun cut ``turn`` short (``pending``: the state it ran under)."""
     count = pending.interruptions if pending is not None else 0
