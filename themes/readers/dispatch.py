@@ -107,8 +107,3 @@ def _read_bytes(path: Path, name: str, max_bytes: int) -> bytes:
     if not data:
         raise RejectedFile(name, "empty file, not ingested")
     return data
-
-
-# --------------------------------------------------------------------------------------------
-# PDF
-# --------------------------------------------------------------------------------------------

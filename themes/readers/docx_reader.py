@@ -134,8 +134,3 @@ def read_docx(name: str, data: bytes) -> list[Document]:
     if not blocks:
         raise RejectedFile(name, "empty Word document (no text), not ingested")
     return [make_document("\n\n".join(blocks), file_name=name, file_type="docx", headings=headings)]
-
-
-# --------------------------------------------------------------------------------------------
-# HTML, Markdown and plain text
-# --------------------------------------------------------------------------------------------

@@ -75,8 +75,3 @@ def read_html(name: str, data: bytes) -> list[Document]:
             text, file_name=name, file_type="html", headings=headings, title=title or None
         )
     ]
-
-
-# --------------------------------------------------------------------------------------------
-# URLs
-# --------------------------------------------------------------------------------------------

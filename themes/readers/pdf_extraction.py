@@ -37,7 +37,7 @@ def _outline_by_page(reader: Any) -> dict[int, list[str]]:
 
 
 def extract_pdf_pages(data: bytes) -> list[tuple[str, list[str]]]:
-    """Text and bookmark headings of each page. Runs in the child process (see _pdf_child)."""
+    """Text and bookmark headings of each page. Runs in the child process (see pdf_process)."""
     from pypdf import PdfReader
 
     reader = PdfReader(io.BytesIO(data))
