@@ -49,6 +49,7 @@ from typing import Any
 import filelock
 from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
+from themes.atomic_write import atomic_write, fsync_path
 from themes.index_integrity import FILES_KEY, DamagedFile, check_files, describe_files
 from themes.keyword_index import KeywordIndex
 from themes.store_protocol import ChunkStore, KeywordSearch
@@ -207,15 +208,6 @@ class IndexWriter:
         """Empty the index: no chunk, no docstore entry (the dimension is kept)."""
         self.vectors.clear()
         self.docstore = SimpleDocumentStore()
-
-
-def fsync_path(path: Path) -> None:
-    """fsync a file or a folder (a rename is only durable once its folder is synced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(root: Path) -> None:
@@ -530,15 +522,14 @@ class IndexStorage:
         return name
 
     def _switch_current(self, name: str) -> None:
-        tmp = self.index_dir / f"{CURRENT_FILE}.tmp"
-        with open(tmp, "w", encoding="ascii") as out:
-            out.write(name + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        _crash_point("current_tmp_written")
-        os.replace(tmp, self.index_dir / CURRENT_FILE)
-        _crash_point("current_replaced")
-        fsync_path(self.index_dir)
+        steps = {"written": "current_tmp_written", "replaced": "current_replaced"}
+        atomic_write(
+            self.index_dir / CURRENT_FILE,
+            name + "\n",
+            # A fixed name: the next writer removes what a crash left behind.
+            temp_path=self.index_dir / f"{CURRENT_FILE}.tmp",
+            checkpoint=lambda step: _crash_point(steps[step]),
+        )
         _crash_point("current_synced")
 
     def _collect_garbage(self, keep: set[str | None]) -> None:

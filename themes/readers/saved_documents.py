@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from themes.atomic_write import atomic_write
 from themes.readers.errors import RejectedFile
 from themes.readers.file_names import safe_file_name
 from themes.readers.url_fetcher import FetchedDocument
@@ -19,20 +20,8 @@ def save_fetched(doc: FetchedDocument, folder: Path, *, overwrite: bool = False)
     folder = Path(folder)
     name = safe_file_name(doc.suggested_name)
     if overwrite:
-        import tempfile
-
         target = folder / name
-        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(doc.body)
-            os.chmod(temporary, 0o644)
-            # os.replace swaps the directory entry: a link at the target is replaced, not
-            # followed, and readers never see a half-written file.
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_write(target, doc.body, mode=0o644)
         return target
     stem, extension = os.path.splitext(name)
     for number in range(1, 1000):
