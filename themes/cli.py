@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from engine.settings import get_config
+from themes.errors import ThemesError
 from themes.index_storage import IndexCorrupted, IndexWriteFailed, ThemeBusy
 from themes.names import InvalidThemeName
 from themes.readers import RejectedFile
@@ -30,7 +31,7 @@ EXIT_INTERRUPTED = 130
 logger = logging.getLogger(__name__)
 
 
-class EmbeddingUnavailable(RuntimeError):
+class EmbeddingUnavailable(ThemesError, RuntimeError):
     """The embedding model cannot be loaded; the message says how to get it back."""
 
 

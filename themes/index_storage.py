@@ -50,6 +50,7 @@ import filelock
 from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
 from themes.atomic_write import atomic_write, fsync_path
+from themes.errors import ThemesError
 from themes.index_integrity import FILES_KEY, DamagedFile, check_files, describe_files
 from themes.keyword_index import KeywordIndex
 from themes.store_protocol import ChunkStore, KeywordSearch
@@ -95,7 +96,7 @@ def _crash_point(name: str) -> None:
         os._exit(1)
 
 
-class ThemeBusy(RuntimeError):
+class ThemeBusy(ThemesError, RuntimeError):
     """Another writer holds the theme's write lock."""
 
     def __init__(self, theme_dir: Path, timeout: float, lock: str | None = None) -> None:
@@ -107,7 +108,7 @@ class ThemeBusy(RuntimeError):
         self.theme_dir = theme_dir
 
 
-class IndexCorrupted(RuntimeError):
+class IndexCorrupted(ThemesError, RuntimeError):
     """``CURRENT`` is unreadable or names a version that cannot be loaded.
 
     ``str()`` names the theme folder and the damaged file; ``theme_dir`` is the folder.
@@ -119,7 +120,7 @@ class IndexCorrupted(RuntimeError):
         self.detail = detail
 
 
-class IndexWriteFailed(OSError):
+class IndexWriteFailed(ThemesError, OSError):
     """The file system refused a write (read-only, full, ...); nothing new was published.
 
     ``errno`` is the refused operation's error number (``errno.ENOSPC``, ``errno.EROFS``...);
@@ -146,15 +147,15 @@ class IndexWriteFailed(OSError):
         self.errno = code
 
 
-class ThemeFolderGone(FileNotFoundError):
+class ThemeFolderGone(ThemesError, FileNotFoundError):
     """The theme folder disappeared (deleted) while a writer waited for its lock."""
 
 
-class VersionGone(LookupError):
+class VersionGone(ThemesError, LookupError):
     """The version asked for is no longer stored (a newer one replaced it); load the current."""
 
 
-class IndexInconsistent(RuntimeError):
+class IndexInconsistent(ThemesError, RuntimeError):
     """A commit would publish a keyword index that disagrees with the vector store."""
 
 

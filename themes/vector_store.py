@@ -44,6 +44,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from themes.chunk_records import checked_embeddings, node_from_record, node_record
+from themes.errors import ThemesError
 
 FloatMatrix = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
@@ -59,11 +60,11 @@ _MIN_CAPACITY = 16
 _REF_DOC_KEYS = frozenset({"ref_doc_id", "doc_id", "document_id"})
 
 
-class ReadOnlyStoreError(RuntimeError):
+class ReadOnlyStoreError(ThemesError, RuntimeError):
     """A mutation was attempted on a frozen store (a published index version)."""
 
 
-class CorruptStoreError(ValueError):
+class CorruptStoreError(ThemesError, ValueError):
     """The files of a persisted store disagree with each other."""
 
 

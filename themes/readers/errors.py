@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from themes.errors import ThemesError
 
-class RejectedFile(Exception):
+
+class RejectedFile(ThemesError):
     """A file that is not ingested; ``str(exc)`` is "<file name>: <reason>", for the admin."""
 
     def __init__(self, file_name: str, reason: str) -> None:
@@ -19,7 +21,7 @@ class RejectedFile(Exception):
         return (type(self), (self.file_name, self.reason))
 
 
-class RejectedURL(Exception):
+class RejectedURL(ThemesError):
     """A URL that is not fetched; ``str(exc)`` is "<url>: <reason>", credentials removed."""
 
     def __init__(self, url: str, reason: str) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from themes.errors import ThemesError
 
-class PdfRefusal(Exception):
+
+class PdfRefusal(ThemesError):
     """Raised in the PDF child process for a PDF that is readable but must be refused."""
 
     def __init__(self, reason: str) -> None:
