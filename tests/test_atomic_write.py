@@ -52,21 +52,20 @@ def test_a_link_at_the_target_is_replaced_not_followed(tmp_path: Path) -> None:
     assert not (folder / "doc.txt").is_symlink()
 
 
-@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="maps descriptors via /proc")
 def test_the_file_then_its_folder_are_fsynced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced: list[str] = []
+    synced_inodes: list[int] = []
     real_fsync = os.fsync
 
     def recording_fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        synced_inodes.append(os.fstat(fd).st_ino)
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     steps: list[str] = []
-    atomic_write(
-        tmp_path / "CURRENT", "v1\n", temp_path=tmp_path / "CURRENT.tmp", checkpoint=steps.append
-    )
-    assert synced == [str(tmp_path / "CURRENT.tmp"), str(tmp_path)]
+    target = tmp_path / "CURRENT"
+    atomic_write(target, "v1\n", temp_path=tmp_path / "CURRENT.tmp", checkpoint=steps.append)
+    # The renamed temporary file keeps its inode: the target's is the one synced first.
+    assert synced_inodes == [target.stat().st_ino, tmp_path.stat().st_ino]
     assert steps == ["written", "replaced"]
