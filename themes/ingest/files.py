@@ -9,6 +9,8 @@ from pathlib import Path
 from llama_index.core.embeddings import BaseEmbedding
 
 from themes.chunking import IngestProgress, PendingFile, ProgressTracker
+from themes.documents import DocumentChanges
+from themes.index_storage import IndexWriter
 from themes.ingest.indexing import close_report, embed_within_budget, record_indexed
 from themes.ingest.inputs import check_input, copy_hashing, expand_inputs
 from themes.ingest.reading import docstore_hashes, read_each, read_if_changed
@@ -67,19 +69,30 @@ def ingest_files(
         pending = read_each(files, tracker, report, stage_and_read, _shown_name)
         indexed = embed_within_budget(w, theme, embed_model, pending, tracker, report, max_minutes)
         writing_started = time.perf_counter()
-        for item in indexed:
-            assert item.staged is not None
-            moves.install(item.staged, item.name)
-        for name, staged in unchanged:
-            # The index already has this content; documents/ gets it too (it may hold a
-            # version dropped there by hand and not yet synchronised).
-            moves.install(staged, name)
-            report.files.append(
-                FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
-            )
+        _install(moves, w, report, indexed, unchanged)
         record_indexed(report, w, tracker, indexed, changed=bool(indexed), renamed=renamed)
     close_report(report, w, tracker, started, writing_started)
     return report
+
+
+def _install(
+    moves: DocumentChanges,
+    w: IndexWriter,
+    report: IngestReport,
+    indexed: list[PendingFile],
+    unchanged: list[tuple[str, Path]],
+) -> None:
+    """Move the staged copies into ``documents/`` (restored if the commit fails)."""
+    for item in indexed:
+        assert item.staged is not None
+        moves.install(item.staged, item.name)
+    for name, staged in unchanged:
+        # The index already has this content; documents/ gets it too (it may hold a
+        # version dropped there by hand and not yet synchronised).
+        moves.install(staged, name)
+        report.files.append(
+            FileResult(name, "unchanged", chunks=len(w.vectors.document_node_ids(name)))
+        )
 
 
 def _shown_name(path: Path) -> str:

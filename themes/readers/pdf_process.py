@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from typing import Any
 
 from themes.readers import pdf_extraction
@@ -79,7 +80,6 @@ def run_pdf_extraction(name: str, data: bytes, timeout_s: float) -> list[tuple[s
     fail when there is none; "fork" can deadlock a parent that holds threads.
     """
     import json
-    import subprocess
     import sys
 
     # Looked up at call time, so a test can replace the module attribute with a function of
@@ -103,6 +103,15 @@ def run_pdf_extraction(name: str, data: bytes, timeout_s: float) -> list[tuple[s
             f"PDF parsing took longer than {timeout_s:g} s, not ingested (the file may be "
             "malformed: open it and save or print it again as PDF)",
         ) from None
+    return _pages_of(name, completed)
+
+
+def _pages_of(
+    name: str, completed: subprocess.CompletedProcess[bytes]
+) -> list[tuple[str, list[str]]]:
+    """The pages the child answered, or the refusal its answer (or its crash) stands for."""
+    import json
+
     try:
         result = json.loads(completed.stdout)
         status = result["status"]

@@ -146,70 +146,22 @@ def fetch_url(
         current = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, ValueError):
         raise RejectedURL(url, "malformed URL") from None
-    headers = {
-        "User-Agent": "Chatitego document fetcher",
-        "Accept": ", ".join(_ACCEPTED_CONTENT_TYPES),
-        # Asking for an uncompressed body keeps a gzip bomb from expanding in one read.
-        "Accept-Encoding": "identity",
-    }
     try:
-        with httpx.Client(trust_env=False, follow_redirects=False, headers=headers) as client:
+        with httpx.Client(trust_env=False, follow_redirects=False, headers=_HEADERS) as client:
             for hop in range(max_redirects + 1):
-                try:
-                    check_url(current, url, allowed_ports)
-                    address = pinned_address(current, url, resolve, is_allowed_address)
-                except RejectedURL as exc:
-                    if hop == 0:
-                        raise
-                    shown = display_url(str(current))
-                    raise RejectedURL(url, f"redirect to {shown} refused: {exc.reason}") from None
+                address = _hop_address(
+                    current, url, hop, allowed_ports, resolve, is_allowed_address
+                )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise _timed_out(url)
-                host = current.raw_host.decode("ascii")
-                # httpx reports default ports as None, so a port here is an explicit one.
-                host_header = f"[{host}]" if ":" in host else host
-                if current.port is not None:
-                    host_header += f":{current.port}"
-                # Connect to the checked address; the host name still drives the Host header,
-                # TLS SNI and certificate verification ("sni_hostname" is an httpcore request
-                # extension).
-                request = client.build_request(
-                    "GET",
-                    current.copy_with(host=str(address), fragment=None),
-                    headers={"Host": host_header},
-                    extensions={"sni_hostname": host},
-                    timeout=httpx.Timeout(remaining),
-                )
+                request = _pinned_request(client, current, address, remaining)
                 response = client.send(request, stream=True)
                 try:
-                    if response.is_redirect:
-                        location = response.headers["location"]
-                        try:
-                            current = current.join(location).copy_with(fragment=None)
-                        except (httpx.InvalidURL, ValueError):
-                            raise RejectedURL(url, "malformed redirect location") from None
-                        continue
-                    if not response.is_success:
-                        raise RejectedURL(
-                            url, f"the server answered HTTP {response.status_code}, not fetched"
-                        )
-                    content_type = _media_type(response.headers.get("content-type"))
-                    if content_type not in _ACCEPTED_CONTENT_TYPES:
-                        raise RejectedURL(
-                            url,
-                            f"unsupported content type '{content_type or 'none'}', not fetched "
-                            "(web pages, text, Markdown, PDF and DOCX only)",
-                        )
-                    body = _read_body(response, url, max_bytes, deadline)
-                    return FetchedDocument(
-                        final_url=str(current),
-                        content_type=content_type,
-                        body=body,
-                        suggested_name=_suggest_name(
-                            current, content_type, response.headers.get("content-disposition")
-                        ),
-                    )
+                    redirect = _redirect_target(response, current, url)
+                    if redirect is None:
+                        return _fetched_document(response, current, url, max_bytes, deadline)
+                    current = redirect
                 finally:
                     response.close()
     except httpx.TimeoutException:
@@ -217,3 +169,89 @@ def fetch_url(
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise RejectedURL(url, f"could not be fetched ({type(exc).__name__})") from None
     raise RejectedURL(url, f"more than {max_redirects} redirects, not fetched")
+
+
+_HEADERS = {
+    "User-Agent": "Chatitego document fetcher",
+    "Accept": ", ".join(_ACCEPTED_CONTENT_TYPES),
+    # Asking for an uncompressed body keeps a gzip bomb from expanding in one read.
+    "Accept-Encoding": "identity",
+}
+
+
+def _hop_address(
+    current: httpx.URL,
+    original: str,
+    hop: int,
+    allowed_ports: Collection[int],
+    resolve: Callable[[str], list[str]],
+    is_allowed_address: Callable[[IPAddress], bool],
+) -> IPAddress:
+    """The checked address this hop connects to; a refused redirect says where it led."""
+    try:
+        check_url(current, original, allowed_ports)
+        return pinned_address(current, original, resolve, is_allowed_address)
+    except RejectedURL as exc:
+        if hop == 0:
+            raise
+        shown = display_url(str(current))
+        raise RejectedURL(original, f"redirect to {shown} refused: {exc.reason}") from None
+
+
+def _pinned_request(
+    client: httpx.Client, current: httpx.URL, address: IPAddress, timeout_s: float
+) -> httpx.Request:
+    """A GET to the checked address; the host name still drives the Host header, TLS SNI and
+    certificate verification ("sni_hostname" is an httpcore request extension)."""
+    import httpx
+
+    host = current.raw_host.decode("ascii")
+    # httpx reports default ports as None, so a port here is an explicit one.
+    host_header = f"[{host}]" if ":" in host else host
+    if current.port is not None:
+        host_header += f":{current.port}"
+    return client.build_request(
+        "GET",
+        current.copy_with(host=str(address), fragment=None),
+        headers={"Host": host_header},
+        extensions={"sni_hostname": host},
+        timeout=httpx.Timeout(timeout_s),
+    )
+
+
+def _redirect_target(
+    response: httpx.Response, current: httpx.URL, original: str
+) -> httpx.URL | None:
+    """Where a redirect leads, or ``None`` when the response is not a redirect."""
+    import httpx
+
+    if not response.is_redirect:
+        return None
+    try:
+        return current.join(response.headers["location"]).copy_with(fragment=None)
+    except (httpx.InvalidURL, ValueError):
+        raise RejectedURL(original, "malformed redirect location") from None
+
+
+def _fetched_document(
+    response: httpx.Response, current: httpx.URL, original: str, max_bytes: int, deadline: float
+) -> FetchedDocument:
+    """The document of a final (non-redirect) response, when its status and type are accepted."""
+    if not response.is_success:
+        raise RejectedURL(original, f"the server answered HTTP {response.status_code}, not fetched")
+    content_type = _media_type(response.headers.get("content-type"))
+    if content_type not in _ACCEPTED_CONTENT_TYPES:
+        raise RejectedURL(
+            original,
+            f"unsupported content type '{content_type or 'none'}', not fetched "
+            "(web pages, text, Markdown, PDF and DOCX only)",
+        )
+    body = _read_body(response, original, max_bytes, deadline)
+    return FetchedDocument(
+        final_url=str(current),
+        content_type=content_type,
+        body=body,
+        suggested_name=_suggest_name(
+            current, content_type, response.headers.get("content-disposition")
+        ),
+    )
