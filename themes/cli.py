@@ -1,4 +1,4 @@
-"""``python -m themes``: the scriptable admin CLI (the seed's IngestCmd), JSON out.
+"""``python -m themes``: the scriptable admin CLI (ingest, update, repair, search...), JSON out.
 
 Exit codes: 0 ok, 1 an operation failed (the message says why), 2 bad usage
 (argparse), 3 theme busy (another ingestion holds it). Every error is one line on
