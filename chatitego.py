@@ -31,6 +31,7 @@ from tracer.streamlit_tracer import StreamlitChatTracer, TracedTurn
 from tracer.theme_choice import choose_theme
 from tracer.theme_session import ensure_models, open_theme
 from tracer.turn_flow import (
+    MAX_TURN_RESUMES,
     AskTurn,
     Idle,
     RecordUnanswered,
@@ -64,6 +65,7 @@ def run_turn(turn: AskTurn, engine: ReActEngine, conversation: Conversation, lan
             tracer = StreamlitChatTracer(st.container(), mode=S.display_mode, language=lang)
             traced = stream_turn(tracer, engine, turn.prompt)
     except RerunException:
+        logger.info("a rerun interrupted a turn; it will be asked again")
         # Not the user's stop: a rerun came in mid-turn. The stream is closed; the next
         # run asks again (see tracer.turn_flow) rather than lose the question.
         conversation.take_back_last_turn()
@@ -80,6 +82,7 @@ def note_interrupted_turn(engine: ReActEngine | None, conversation: Conversation
     if not S.get("in_flight"):
         return
     S.in_flight = False
+    logger.warning("the last run ended inside a turn (a stop, not a rerun): recorded as such")
     if conversation.entries and conversation.entries[-1].role == "user":
         outcome = engine.last_outcome if engine is not None else None
         if outcome is not None and outcome.stop_reason is not StopReason.CANCELLED:
@@ -147,6 +150,7 @@ def main() -> None:
     if isinstance(step, AskTurn):
         run_turn(step, engine, conversation, lang)
     elif isinstance(step, RecordUnanswered):  # interrupted again and again: offer a retry
+        logger.warning("turn given up after %d interruptions by reruns", MAX_TURN_RESUMES + 1)
         conversation.add_user(step.question)
         conversation.add_assistant(None, "", [])
     elif not isinstance(step, Idle):  # retry: the last question, asked again

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any, Literal
 
 import filelock
 
+from themes.atomic_write import atomic_write
 from themes.index_storage import IndexVersion
 from themes.ingest import FileResult, HealthReport
 from themes.theme import Theme
@@ -138,13 +138,9 @@ def record_results(theme: Theme, results: Iterable[FileResult], *, now: str | No
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write-temp, fsync, rename: readers see the old file or the new one, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write-temp, fsync, rename, fsync the folder: readers see the old file or the new one,
+    never half."""
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=2))
 
 
 # ------------------------------------------------------------------------------- chunks

@@ -26,6 +26,7 @@ from manager.regression import (
     record_run,
     run_questions,
 )
+from themes.errors import ThemesError
 from themes.index_storage import IndexCorrupted, IndexWriteFailed, ThemeBusy, ThemeFolderGone
 from themes.ingest import (
     FileResult,
@@ -271,7 +272,16 @@ BUSY_EN = "another administrator is updating this theme, try again in a moment"
 def user_message(exc: BaseException, language: str = "fr") -> str | None:
     """A sentence for an expected error, or ``None`` for a bug (the page logs it and shows a
     generic sentence; never a traceback)."""
-    fr = language == "fr"
+    if isinstance(exc, SettingsInvalid):
+        return str(exc)
+    if not isinstance(exc, ThemesError):
+        return None  # not raised on purpose by the themes library: a bug
+    return _themes_message(exc, language == "fr")
+
+
+def _themes_message(exc: ThemesError, fr: bool) -> str | None:
+    """The sentence for an error of the themes library; ``None`` for one the admin cannot act
+    on (e.g. a read-only store written to: a bug)."""
     if isinstance(exc, ThemeBusy):
         return (BUSY_FR if fr else BUSY_EN).capitalize() + "."
     if isinstance(exc, (ThemeNotFound, ThemeFolderGone)):
@@ -289,17 +299,17 @@ def user_message(exc: BaseException, language: str = "fr") -> str | None:
         )
     if isinstance(exc, InvalidThemeName):
         return (f"Nom de thème refusé : {exc}" if fr else f"Theme name refused: {exc}").rstrip()
-    if isinstance(exc, (SettingsInvalid, RejectedFile, RejectedURL)):
+    if isinstance(exc, (RejectedFile, RejectedURL)):
         return str(exc)
     if isinstance(exc, IndexCorrupted):
         return (
             f"L'index de ce thème est endommagé ({exc.detail}) : utilisez « Réparer » (il est "
             "reconstruit à partir des documents, qui sont conservés) ou « Vider l'index » puis "
-            "« Synchroniser » dans l'onglet Santé."
+            "« Synchroniser » dans la page Santé."
             if fr
             else f"This theme's index is damaged ({exc.detail}): use Repair (it is rebuilt from "
             "the documents, which are kept), or Clear the index then Synchronise, in the "
-            "Health tab."
+            "Health page."
         )
     if isinstance(exc, IndexWriteFailed):
         return _write_failed_message(exc, fr)

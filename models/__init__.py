@@ -1,4 +1,4 @@
-"""Model loading: embeddings (router, RAG) and the embedded local LLM."""
+"""Models: the LLMs (local llama.cpp, Mistral, OpenAI-compatible), embeddings, GGUF install."""
 
 import os
 

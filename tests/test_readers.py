@@ -36,7 +36,6 @@ from tests.pdf_fixtures import (
     make_pdf,
     make_text_pdf,
 )
-from themes import readers
 from themes.readers import (
     FetchedDocument,
     RejectedFile,
@@ -128,7 +127,7 @@ class BadFile:
     build: Callable[[Path], Path]
     reason: str  # a fragment of RejectedFile.reason
     options: dict[str, Any] | None = None  # keyword arguments of read_document
-    patches: dict[str, Any] | None = None  # readers module attributes replaced for the case
+    patches: dict[str, Any] | None = None  # "module.attribute" targets replaced
 
 
 BAD_FILES = [
@@ -159,7 +158,7 @@ BAD_FILES = [
             _write("slow.pdf", _TEXT_PDF),
             "PDF parsing took longer than 0.5 s",
             options={"pdf_timeout_s": 0.5},
-            patches={"_extract_pdf_pages": hanging_extract},
+            patches={"themes.readers.pdf_extraction.extract_pdf_pages": hanging_extract},
         ),
         id="pdf-parser-hangs",
     ),
@@ -167,7 +166,7 @@ BAD_FILES = [
         BadFile(
             _write("boom.pdf", _TEXT_PDF),
             "PDF parser crashed",
-            patches={"_extract_pdf_pages": crashing_extract},
+            patches={"themes.readers.pdf_extraction.extract_pdf_pages": crashing_extract},
         ),
         id="pdf-parser-crashes",
     ),
@@ -184,7 +183,7 @@ BAD_FILES = [
         BadFile(
             _write("huge.docx", _zip({"word/media/a.bin": os.urandom(2 * 2**20)})),
             "when unpacked (limit 1 MB): possible ZIP bomb",
-            patches={"MAX_DOCX_UNCOMPRESSED": 2**20},
+            patches={"themes.readers.docx_reader.MAX_DOCX_UNCOMPRESSED": 2**20},
         ),
         id="docx-too-large-unpacked",
     ),
@@ -278,8 +277,8 @@ BAD_FILES = [
 def test_bad_files_are_refused_with_an_actionable_reason(
     case: BadFile, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for attribute, value in (case.patches or {}).items():
-        monkeypatch.setattr(readers, attribute, value)
+    for target, value in (case.patches or {}).items():
+        monkeypatch.setattr(target, value)
     path = case.build(tmp_path)
     started = time.monotonic()
     with pytest.raises(RejectedFile) as caught:

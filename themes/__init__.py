@@ -1,1 +1,2 @@
-"""Themes: one business domain each — documents, settings and index (in progress)."""
+"""Themes: one business domain each — its settings, documents, readers, ingestion, index
+storage (embedded or PostgreSQL) and hybrid retrieval."""

@@ -1,4 +1,4 @@
-"""``python -m themes``: the scriptable admin CLI (the seed's IngestCmd), JSON out.
+"""``python -m themes``: the scriptable admin CLI (ingest, update, repair, search...), JSON out.
 
 Exit codes: 0 ok, 1 an operation failed (the message says why), 2 bad usage
 (argparse), 3 theme busy (another ingestion holds it). Every error is one line on
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from config.settings import get_config
+from themes.errors import ThemesError
 from themes.index_storage import IndexCorrupted, IndexWriteFailed, ThemeBusy
 from themes.names import InvalidThemeName
 from themes.readers import RejectedFile
@@ -30,7 +31,7 @@ EXIT_INTERRUPTED = 130
 logger = logging.getLogger(__name__)
 
 
-class EmbeddingUnavailable(RuntimeError):
+class EmbeddingUnavailable(ThemesError, RuntimeError):
     """The embedding model cannot be loaded; the message says how to get it back."""
 
 

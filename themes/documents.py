@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from themes.atomic_write import fsync_path
 from themes.readers import RejectedFile
 
 if TYPE_CHECKING:
@@ -138,15 +139,6 @@ def hash_file(path: Path, name: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def fsync_folder(path: Path) -> None:
-    """fsync a folder (a rename is only durable once its folder is synced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass
 class FolderChanges:
     """Files put into documents/ (or taken out) during a call, undone if the commit fails."""
@@ -183,7 +175,7 @@ class FolderChanges:
     def make_durable(self) -> None:
         if self.done:
             # documents/ is durable before the commit publishes an index that needs it.
-            fsync_folder(self.documents_dir)
+            fsync_path(self.documents_dir)
 
 
 class FolderDocuments:

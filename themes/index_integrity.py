@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from themes.errors import ThemesError
+
 FILES_KEY = "files"
 _BLOCK = 1 << 20
 
 
-class DamagedFile(ValueError):
+class DamagedFile(ThemesError, ValueError):
     """A file of a version folder is missing, truncated or altered; ``str()`` says which."""
 
 

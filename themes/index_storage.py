@@ -49,6 +49,8 @@ from typing import Any
 import filelock
 from llama_index.core.storage.docstore import BaseDocumentStore, SimpleDocumentStore
 
+from themes.atomic_write import atomic_write, fsync_path
+from themes.errors import ThemesError
 from themes.index_integrity import FILES_KEY, DamagedFile, check_files, describe_files
 from themes.keyword_index import KeywordIndex
 from themes.store_protocol import ChunkStore, KeywordSearch
@@ -94,7 +96,7 @@ def _crash_point(name: str) -> None:
         os._exit(1)
 
 
-class ThemeBusy(RuntimeError):
+class ThemeBusy(ThemesError, RuntimeError):
     """Another writer holds the theme's write lock."""
 
     def __init__(self, theme_dir: Path, timeout: float, lock: str | None = None) -> None:
@@ -106,7 +108,7 @@ class ThemeBusy(RuntimeError):
         self.theme_dir = theme_dir
 
 
-class IndexCorrupted(RuntimeError):
+class IndexCorrupted(ThemesError, RuntimeError):
     """``CURRENT`` is unreadable or names a version that cannot be loaded.
 
     ``str()`` names the theme folder and the damaged file; ``theme_dir`` is the folder.
@@ -118,7 +120,7 @@ class IndexCorrupted(RuntimeError):
         self.detail = detail
 
 
-class IndexWriteFailed(OSError):
+class IndexWriteFailed(ThemesError, OSError):
     """The file system refused a write (read-only, full, ...); nothing new was published.
 
     ``errno`` is the refused operation's error number (``errno.ENOSPC``, ``errno.EROFS``...);
@@ -145,15 +147,15 @@ class IndexWriteFailed(OSError):
         self.errno = code
 
 
-class ThemeFolderGone(FileNotFoundError):
+class ThemeFolderGone(ThemesError, FileNotFoundError):
     """The theme folder disappeared (deleted) while a writer waited for its lock."""
 
 
-class VersionGone(LookupError):
+class VersionGone(ThemesError, LookupError):
     """The version asked for is no longer stored (a newer one replaced it); load the current."""
 
 
-class IndexInconsistent(RuntimeError):
+class IndexInconsistent(ThemesError, RuntimeError):
     """A commit would publish a keyword index that disagrees with the vector store."""
 
 
@@ -207,15 +209,6 @@ class IndexWriter:
         """Empty the index: no chunk, no docstore entry (the dimension is kept)."""
         self.vectors.clear()
         self.docstore = SimpleDocumentStore()
-
-
-def fsync_path(path: Path) -> None:
-    """fsync a file or a folder (a rename is only durable once its folder is synced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(root: Path) -> None:
@@ -530,15 +523,14 @@ class IndexStorage:
         return name
 
     def _switch_current(self, name: str) -> None:
-        tmp = self.index_dir / f"{CURRENT_FILE}.tmp"
-        with open(tmp, "w", encoding="ascii") as out:
-            out.write(name + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        _crash_point("current_tmp_written")
-        os.replace(tmp, self.index_dir / CURRENT_FILE)
-        _crash_point("current_replaced")
-        fsync_path(self.index_dir)
+        steps = {"written": "current_tmp_written", "replaced": "current_replaced"}
+        atomic_write(
+            self.index_dir / CURRENT_FILE,
+            name + "\n",
+            # A fixed name: the next writer removes what a crash left behind.
+            temp_path=self.index_dir / f"{CURRENT_FILE}.tmp",
+            checkpoint=lambda step: _crash_point(steps[step]),
+        )
         _crash_point("current_synced")
 
     def _collect_garbage(self, keep: set[str | None]) -> None:

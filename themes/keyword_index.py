@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
+from themes.errors import ThemesError
+
 IntArray = npt.NDArray[np.int32]
 
 KEYWORDS_FILE = "keywords.json"
@@ -112,7 +114,7 @@ def _text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
-class ReadOnlyIndexError(RuntimeError):
+class ReadOnlyIndexError(ThemesError, RuntimeError):
     """A mutation was attempted on a frozen keyword index (a published version)."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from themes.errors import ThemesError
+
 THEME_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 
 # fullmatch, not match: with "$" alone, re.match accepts a trailing "\n".
@@ -28,7 +30,7 @@ _WINDOWS_DEVICE_NAMES = frozenset(
 )
 
 
-class InvalidThemeName(ValueError):
+class InvalidThemeName(ThemesError, ValueError):
     """A theme name that does not follow ``THEME_NAME_PATTERN`` (or is a device name)."""
 
     def __init__(self, name: object, rule: str = f"a theme name must be {_RULE}") -> None:

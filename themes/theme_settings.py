@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from themes.errors import ThemesError
 from themes.mcp_config import McpServerConfig
 
 
@@ -14,11 +15,11 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-class ThemeNotFound(LookupError):
+class ThemeNotFound(ThemesError, LookupError):
     """No theme of that name; the message lists the existing ones."""
 
 
-class ThemeExists(ValueError):
+class ThemeExists(ThemesError, ValueError):
     """A theme of that name already exists."""
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from config.store import StoreSettings, get_store_settings
+from themes.atomic_write import atomic_write
 from themes.documents import DocumentFiles, FolderDocuments
 from themes.index_storage import IndexStorage
 from themes.store_protocol import ThemeIndexStorage
@@ -132,15 +133,6 @@ class FolderThemeStore:
 
     def documents(self, directory: Path, name: str) -> DocumentFiles:
         return FolderDocuments(directory / DOCUMENTS_DIR)
-
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def theme_store(settings: StoreSettings | None = None) -> ThemeStore:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +44,10 @@ from llama_index.core.vector_stores.types import (
 )
 
 from themes.chunk_records import checked_embeddings, node_from_record, node_record
+from themes.errors import ThemesError
 
 FloatMatrix = npt.NDArray[np.float32]
+FloatVector = npt.NDArray[np.float32]
 BoolArray = npt.NDArray[np.bool_]
 
 VECTORS_FILE = "vectors.npy"
@@ -59,12 +61,35 @@ _MIN_CAPACITY = 16
 _REF_DOC_KEYS = frozenset({"ref_doc_id", "doc_id", "document_id"})
 
 
-class ReadOnlyStoreError(RuntimeError):
+class ReadOnlyStoreError(ThemesError, RuntimeError):
     """A mutation was attempted on a frozen store (a published index version)."""
 
 
-class CorruptStoreError(ValueError):
+class CorruptStoreError(ThemesError, ValueError):
     """The files of a persisted store disagree with each other."""
+
+
+# How a metadata value ``meta`` is compared to a filter's ``value``, per operator (the value
+# is present: a missing key is handled before).
+_COMPARISONS: dict[FilterOperator, Callable[[Any, Any], bool]] = {
+    FilterOperator.EQ: lambda meta, value: bool(meta == value),
+    FilterOperator.NE: lambda meta, value: bool(meta != value),
+    FilterOperator.GT: lambda meta, value: bool(meta > value),
+    FilterOperator.GTE: lambda meta, value: bool(meta >= value),
+    FilterOperator.LT: lambda meta, value: bool(meta < value),
+    FilterOperator.LTE: lambda meta, value: bool(meta <= value),
+    FilterOperator.IN: lambda meta, value: meta in value,
+    FilterOperator.NIN: lambda meta, value: meta not in value,
+    FilterOperator.CONTAINS: lambda meta, value: value in meta,
+    FilterOperator.ANY: lambda meta, value: any(v in meta for v in value),
+    FilterOperator.ALL: lambda meta, value: all(v in meta for v in value),
+    FilterOperator.TEXT_MATCH: lambda meta, value: (
+        isinstance(meta, str) and isinstance(value, str) and value in meta
+    ),
+    FilterOperator.TEXT_MATCH_INSENSITIVE: lambda meta, value: (
+        isinstance(meta, str) and isinstance(value, str) and value.lower() in meta.lower()
+    ),
+}
 
 
 def _predicate(flt: MetadataFilter) -> Callable[[Any], bool]:
@@ -81,35 +106,10 @@ def _predicate(flt: MetadataFilter) -> Callable[[Any], bool]:
             return meta is None or meta == "" or meta == []
         if meta is None:
             return op in (FilterOperator.NE, FilterOperator.NIN)
-        if op == FilterOperator.EQ:
-            return bool(meta == value)
-        if op == FilterOperator.NE:
-            return bool(meta != value)
-        if op == FilterOperator.GT:
-            return bool(meta > value)
-        if op == FilterOperator.GTE:
-            return bool(meta >= value)
-        if op == FilterOperator.LT:
-            return bool(meta < value)
-        if op == FilterOperator.LTE:
-            return bool(meta <= value)
-        if op == FilterOperator.IN:
-            return meta in value  # type: ignore[operator]
-        if op == FilterOperator.NIN:
-            return meta not in value  # type: ignore[operator]
-        if op == FilterOperator.CONTAINS:
-            return value in meta
-        if op == FilterOperator.ANY:
-            return any(v in meta for v in value)  # type: ignore[union-attr]
-        if op == FilterOperator.ALL:
-            return all(v in meta for v in value)  # type: ignore[union-attr]
-        if op == FilterOperator.TEXT_MATCH:
-            return isinstance(meta, str) and isinstance(value, str) and value in meta
-        if op == FilterOperator.TEXT_MATCH_INSENSITIVE:
-            return (
-                isinstance(meta, str) and isinstance(value, str) and value.lower() in meta.lower()
-            )
-        raise ValueError(f"unsupported metadata filter operator: {op!r}")
+        compare = _COMPARISONS.get(op)
+        if compare is None:
+            raise ValueError(f"unsupported metadata filter operator: {op!r}")
+        return compare(meta, value)
 
     def safe_test(meta: Any) -> bool:
         try:
@@ -450,14 +450,7 @@ class NumpyVectorStore(BasePydanticVectorStore):
         k = query.similarity_top_k
         if k <= 0 or self._count == 0:
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        q = np.asarray(query.query_embedding, dtype=np.float32)
-        if q.shape != (self._dim,):
-            raise ValueError(
-                f"query embedding has shape {q.shape}, the store holds dim {self._dim}"
-            )
-        norm = float(np.linalg.norm(q))
-        if norm > 0.0:
-            q = q / np.float32(norm)
+        q = self._query_vector(query.query_embedding)
 
         mask = self._candidate_mask(query)
         if mask is None:
@@ -472,12 +465,7 @@ class NumpyVectorStore(BasePydanticVectorStore):
                 scores = (self._matrix[: self._count] @ q)[rows]
             else:
                 scores = self._matrix[rows] @ q
-        k = min(k, int(scores.shape[0]))
-        if k < scores.shape[0]:
-            top = np.argpartition(scores, -k)[-k:]
-        else:
-            top = np.arange(scores.shape[0])
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = _top_k(scores, k)
         hits = top if rows is None else rows[top]
 
         nodes: list[BaseNode] = [self._node(int(r)) for r in hits]
@@ -486,6 +474,16 @@ class NumpyVectorStore(BasePydanticVectorStore):
             similarities=[float(s) for s in scores[top]],
             ids=[self._ids[int(r)] for r in hits],
         )
+
+    def _query_vector(self, embedding: list[float]) -> FloatVector:
+        """The query's embedding, checked against the store's dimension and normalised."""
+        q = np.asarray(embedding, dtype=np.float32)
+        if q.shape != (self._dim,):
+            raise ValueError(
+                f"query embedding has shape {q.shape}, the store holds dim {self._dim}"
+            )
+        norm = float(np.linalg.norm(q))
+        return q / np.float32(norm) if norm > 0.0 else q
 
     def _node(self, row: int) -> TextNode:
         return node_from_record(
@@ -548,27 +546,14 @@ class NumpyVectorStore(BasePydanticVectorStore):
         count, dim = int(manifest["count"]), manifest["dim"]
         # np.load cannot memory-map a file with no data bytes.
         mmap_mode: Any = "r" if mmap and count > 0 else None
-        matrix = np.load(folder / VECTORS_FILE, mmap_mode=mmap_mode, allow_pickle=False)
-        expected_shape = (count, dim if dim is not None else 0)
-        if matrix.dtype != np.float32 or matrix.shape != expected_shape:
-            raise CorruptStoreError(
-                f"{folder}: {VECTORS_FILE} is {matrix.dtype}{matrix.shape}, "
-                f"the manifest says float32{expected_shape}"
-            )
+        matrix = _load_matrix(folder, count, dim, mmap_mode)
         store = cls(embed_model_name=manifest.get("embed_model"))
-        ids: list[str] = []
-        docs: list[str | None] = []
-        texts: list[str] = []
-        metas: list[dict[str, Any]] = []
-        extras: list[dict[str, Any] | None] = []
-        with open(folder / NODES_FILE, encoding="utf-8") as lines:
-            for line in lines:
-                record = json.loads(line)
-                ids.append(record["id"])
-                docs.append(record["doc"])
-                texts.append(record["text"])
-                metas.append(record["meta"])
-                extras.append(record.get("x"))
+        records = _node_records(folder / NODES_FILE)
+        ids: list[str] = [record["id"] for record in records]
+        docs: list[str | None] = [record["doc"] for record in records]
+        texts: list[str] = [record["text"] for record in records]
+        metas: list[dict[str, Any]] = [record["meta"] for record in records]
+        extras: list[dict[str, Any] | None] = [record.get("x") for record in records]
         if len(ids) != count:
             raise CorruptStoreError(f"{folder}: {NODES_FILE} has {len(ids)} rows, manifest {count}")
         rows = {node_id: row for row, node_id in enumerate(ids)}
@@ -586,3 +571,29 @@ class NumpyVectorStore(BasePydanticVectorStore):
         store._texts, store._metadata, store._extras = texts, metas, extras
         store._by_doc = by_doc
         return store
+
+
+def _load_matrix(folder: Path, count: int, dim: int | None, mmap_mode: Any) -> FloatMatrix:
+    """The stored vectors, checked against the manifest's count and dimension."""
+    matrix = np.load(folder / VECTORS_FILE, mmap_mode=mmap_mode, allow_pickle=False)
+    expected_shape = (count, dim if dim is not None else 0)
+    if matrix.dtype != np.float32 or matrix.shape != expected_shape:
+        raise CorruptStoreError(
+            f"{folder}: {VECTORS_FILE} is {matrix.dtype}{matrix.shape}, "
+            f"the manifest says float32{expected_shape}"
+        )
+    return cast("FloatMatrix", matrix)
+
+
+def _node_records(path: Path) -> list[dict[str, Any]]:
+    """The chunk records of ``NODES_FILE``, one JSON object per line, in row order."""
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
+def _top_k(scores: FloatVector, k: int) -> npt.NDArray[np.intp]:
+    """Positions of the ``k`` best scores, best first (ties keep their order)."""
+    count = int(scores.shape[0])
+    k = min(k, count)
+    top = np.argpartition(scores, -k)[-k:] if k < count else np.arange(count)
+    return top[np.argsort(-scores[top], kind="stable")]

@@ -26,6 +26,8 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from themes.errors import ThemesError
+
 logger = logging.getLogger(__name__)
 
 # First key of every advisory lock Chatitego takes ("CHAT"); the second is a theme's id
@@ -77,7 +79,7 @@ CREATE TABLE IF NOT EXISTS chatitego_docstore (
 """
 
 
-class DatabaseUnavailable(RuntimeError):
+class DatabaseUnavailable(ThemesError, RuntimeError):
     """The database cannot be reached or refused the schema; ``str()`` says what to do."""
 
 

@@ -31,12 +31,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from themes.errors import ThemesError
+
 SERVER_USER_ENV = "CHATITEGO_PG_USER"
 DEFAULT_SERVER_USER = "chatitego-pg"
 _START_TIMEOUT_S = 60
 
 
-class LocalPostgresError(RuntimeError):
+class LocalPostgresError(ThemesError, RuntimeError):
     """The local server could not be set up or started; ``str()`` says why and what to do."""
 
 
