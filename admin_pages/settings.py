@@ -9,6 +9,7 @@ from manager.mcp_servers import format_servers, parse_servers
 from manager.operations import update_settings
 from manager.settings_form import SettingsForm, settings_changes
 from themes.theme import Theme, ThemeRepository
+from themes.theme_settings import DETAIL_LEVELS
 from tracer.render import escape_markdown, render_answer
 
 
@@ -53,7 +54,7 @@ def settings_page(t: Tr, lang: str, theme: Theme, repo: ThemeRepository) -> None
         language = c1.selectbox(
             t("answer_language"), ["fr", "en"], index=["fr", "en"].index(s.language)
         )
-        details = ["concise", "standard", "detailed"]
+        details = list(DETAIL_LEVELS)
         detail = c2.selectbox(t("detail"), details, index=details.index(s.detail))
         engine_mode = c3.selectbox(
             t("engine_mode"), ["react", "chat"], index=["react", "chat"].index(s.engine_mode)

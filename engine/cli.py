@@ -10,6 +10,7 @@ from typing import TextIO
 from config.settings import AppConfig
 from engine.engine import ReActEngine
 from engine.markers import PartialLine, classify_partial_line, match_marker
+from engine.theme_context import DETAIL_LEVELS
 from engine.types import ReActType, StopReason
 from models.llms import LLMConfigurationError
 
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     chat = sub.add_parser("chat", help="terminal chat with the configured model")
     chat.add_argument("--show", choices=("answer", "all"), default="all")
     chat.add_argument("--lang", choices=("fr", "en"), default="fr")
-    chat.add_argument("--detail", choices=("concise", "standard", "detailed"), default="standard")
+    chat.add_argument("--detail", choices=DETAIL_LEVELS, default="standard")
     chat.add_argument("--theme", default=None, help="theme name (RAG over its documents)")
     sub.add_parser("settings", help="print the settings table (Markdown)")
     args = parser.parse_args(argv)

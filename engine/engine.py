@@ -32,6 +32,7 @@ from engine.session_models import SessionModels
 from engine.stream_events import StreamEvent, raw_text, with_block_events
 from engine.sync_bridge import run_sync
 from engine.theme_context import (
+    DETAIL_LEVELS,
     ThemeContext,
     enabled_general_tools,
     resolve_theme,
@@ -48,8 +49,6 @@ if TYPE_CHECKING:  # the theme types, through the one engine module that knows t
     from engine.theme_context import HybridRetriever, IndexVersion, Theme
 
 logger = logging.getLogger(__name__)
-
-DETAIL_LEVELS = ("concise", "standard", "detailed")
 
 
 class ReActEngine:

@@ -17,6 +17,7 @@ from llama_index.core.tools import BaseTool
 from engine.prompts import Language, default_theme_prompt
 from engine.tools.general import GeneralToolKit
 from engine.tools.theme_rag import SEARCH_TOOL_NAME
+from themes.theme_settings import DETAIL_LEVELS as DETAIL_LEVELS  # for the engine's callers
 
 if TYPE_CHECKING:  # also the facade's source of these types
     from themes.index_storage import IndexVersion

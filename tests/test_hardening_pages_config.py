@@ -72,6 +72,13 @@ def test_run_sh_limits_hosts_on_localhost() -> None:
     assert "--server.allowedHosts localhost --server.allowedHosts 127.0.0.1" in RUN_SH
 
 
+def test_a_browser_rerun_reaches_the_running_script_as_a_rerun() -> None:
+    # With fast reruns a rerun stops the running script (the chat page then records the
+    # turn as stopped by the user) instead of raising RerunException, which the page
+    # answers by asking the cut question again (tests/test_chat_page.py).
+    assert STREAMLIT_CONFIG["runner"]["fastReruns"] is False
+
+
 def test_streamlit_reads_these_options() -> None:
     from streamlit import config
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,6 +13,12 @@ from themes.mcp_config import McpServerConfig
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# How long an answer is: the engine's prompts, the chat page's preference and the theme's
+# setting all take these values.
+DetailLevel = Literal["concise", "standard", "detailed"]
+DETAIL_LEVELS: tuple[DetailLevel, ...] = get_args(DetailLevel)
 
 
 class ThemeNotFound(ThemesError, LookupError):
@@ -56,7 +62,7 @@ class ThemeSettings(BaseModel):
     title: str = ""
     description: str = ""
     language: Literal["fr", "en"] = "fr"
-    detail: Literal["concise", "standard", "detailed"] = "standard"
+    detail: DetailLevel = "standard"
     engine_mode: Literal["react", "chat"] = "react"
     enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)

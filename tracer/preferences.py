@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from themes.theme_settings import DETAIL_LEVELS
 from tracer.render import DisplayMode
 from tracer.ui_text import LANGUAGES
 
-DETAILS = ("concise", "standard", "detailed")
+DETAILS = DETAIL_LEVELS  # the chat user's choice among the theme's levels
 
 
 @dataclass(frozen=True)
