@@ -179,9 +179,10 @@ def markdown(rows: list[Row], errors: dict[str, str], raw: dict[str, Any]) -> st
     for row in rows:
         sign = "≤" if row.kind == "max" else "≥"
         met = "yes" if row.met else "**no**"
+        ratio = f"{row.ratio:g}" if row.target else "—"  # a zero target has no ratio
         lines.append(
             f"| {row.benchmark} | {row.metric} | {row.value:g} | {sign} {row.target:g} "
-            f"| {row.ratio:g} | {met} |"
+            f"| {ratio} | {met} |"
         )
     for name in sorted(set(raw) - set(EXTRACTORS)):
         lines.append(f"| {name} | see results.json | | | | |")

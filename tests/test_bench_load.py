@@ -48,3 +48,23 @@ def test_the_model_answers_the_current_question_with_the_facts_it_was_shown() ->
     assert answer.startswith("Thought: ")
     assert "Answer: DEBUT-S2Q1 FAIT-BETA " in answer
     assert answer.endswith("FIN-S2Q1.")
+
+
+def test_the_report_rows_of_a_load_run_and_a_zero_target_without_ratio() -> None:
+    from bench.report import _load, markdown
+
+    run = {
+        "backend": "embedded",
+        "sessions": 8,
+        "isolation_problems": ["S1: shows sessions ['2']'s questions"],
+        "interrupted_turns": 0,
+        "questions_dropped": [],
+        "rss_per_added_session_mb": 12.0,
+        "first_token_p95_s": 4.0,
+        "targets": {"rss_per_added_session_mb_max": 50, "first_token_p95_s_max": 3.0},
+    }
+    rows = {row.metric: row for row in _load({"runs": [run]})}
+    assert not rows["isolation problems"].met and rows["turns interrupted"].met
+    assert rows["RSS per added session (MB)"].met and not rows["first token p95 (s)"].met
+    table = markdown(list(rows.values()), {}, {})
+    assert "| load (embedded, 8 sessions) | isolation problems | 1 | ≤ 0 | — | **no** |" in table
