@@ -10,12 +10,15 @@ Run: ``python -m demo_mcp.atelier`` (the chat engine starts it by itself).
 
 from __future__ import annotations
 
+import argparse
+import hmac
 import os
 import random
 import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -131,8 +134,39 @@ def etat_atelier(moment: str = "") -> str:
     return "\n".join(_line(reading(m, when, _seed())) for m in MACHINES)
 
 
-def main() -> None:
-    server.run("stdio")
+TOKEN_ENV = "ATELIER_TOKEN"  # set: the HTTP server wants "Authorization: Bearer <it>"
+
+
+def _bearer_only(app: Any, token: str) -> Any:
+    """``app`` behind a bearer-token check: 401 for an HTTP request without the token."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            sent = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            if not hmac.compare_digest(sent, f"Bearer {token}"):
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Over stdio (how the demo theme starts it), or ``--http PORT``: streamable HTTP on
+    loopback, as a company's server would be reached (with ``ATELIER_TOKEN`` set, only with
+    that bearer token)."""
+    parser = argparse.ArgumentParser(prog="python -m demo_mcp.atelier")
+    parser.add_argument("--http", type=int, metavar="PORT", help="streamable HTTP on 127.0.0.1")
+    args = parser.parse_args(argv)
+    if args.http is None:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    app = server.streamable_http_app()
+    token = os.environ.get(TOKEN_ENV, "")
+    uvicorn.run(_bearer_only(app, token) if token else app, host="127.0.0.1", port=args.http)
 
 
 if __name__ == "__main__":

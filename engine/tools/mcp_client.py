@@ -100,19 +100,47 @@ def build_client(server: McpServerConfig, timeout_s: float | None = None) -> Bas
     from llama_index.tools.mcp import BasicMCPClient  # the SDK only where MCP is used
 
     timeout = max(1, math.ceil(timeout_s or server.timeout_s))
-    token = ""
-    if server.token_env:
-        token = os.environ.get(server.token_env, "")
-        if not token:
-            raise McpUnavailable(server.name, McpFailure.MISSING_TOKEN, server.token_env)
+    token = _token(server)
     if server.url:
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        return BasicMCPClient(server.url, timeout=timeout, headers=headers)
+        return BasicMCPClient(server.url, timeout=timeout, headers=_auth_headers(token))
     argv = shlex.split(server.command)
     # "python" means this installation's interpreter: the theme's files stay portable.
     program = sys.executable if argv[0] in ("python", "python3") else argv[0]
     env = {server.token_env: token} if token else None
     return BasicMCPClient(program, args=argv[1:], env=env, timeout=timeout)
+
+
+def _token(server: McpServerConfig) -> str:
+    if not server.token_env:
+        return ""
+    token = os.environ.get(server.token_env, "")
+    if not token:
+        raise McpUnavailable(server.name, McpFailure.MISSING_TOKEN, server.token_env)
+    return token
+
+
+def _auth_headers(token: str) -> dict[str, str] | None:
+    return {"Authorization": f"Bearer {token}"} if token else None
+
+
+async def _http_status(server: McpServerConfig) -> int | None:
+    """The status an HTTP server answers a bare request with (None: no answer).
+
+    The SDK turns a 401 into a generic "Server returned an error response": asked once
+    more, plainly, the server says whether it refused the token.
+    """
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            response = await client.post(
+                server.url,
+                headers=_auth_headers(_token(server)),
+                json={"jsonrpc": "2.0", "id": 0, "method": "ping"},
+            )
+        return response.status_code
+    except (httpx.HTTPError, McpUnavailable):
+        return None
 
 
 async def bounded(server: McpServerConfig, call: Awaitable[T], timeout_s: float) -> T:
@@ -133,7 +161,12 @@ async def bounded(server: McpServerConfig, call: Awaitable[T], timeout_s: float)
     except McpUnavailable:
         raise
     except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds; all become one type
-        raise classify_failure(server, exc) from exc
+        failure = classify_failure(server, exc)
+        if failure.kind is McpFailure.ERROR and server.url:
+            status = await _http_status(server)
+            if status in (401, 403):
+                failure = McpUnavailable(server.name, McpFailure.AUTH, f"HTTP {status}")
+        raise failure from exc
 
 
 # Calls cancelled on timeout, still closing their connection in the background.
