@@ -30,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.browser_stamps import CHAT_INPUT, OBSERVE
+from tests.e2e.support import served
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = {"alpha": "FAIT-ALPHA", "beta": "FAIT-BETA"}
@@ -71,6 +71,10 @@ def _serve(port: int) -> None:
     run_page("chatitego.py", port)
 
 
+def _serve_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "bench.load", "--serve", str(port)]
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -93,47 +97,6 @@ class _PeakRss(threading.Thread):
     def stop(self) -> float:
         self._stop.set()
         return self.peak
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _server(env: dict[str, str], log: Path) -> Iterator[tuple[str, int]]:
-    port = _free_port()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.load", "--serve", str(port)],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"the server exited ({proc.returncode}); see {log}")
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"the server did not start; see {log}") from None
-                    time.sleep(0.3)
-            yield url, proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def _make_themes(data: Path, env: dict[str, str], suffix: str) -> dict[str, str]:
@@ -359,8 +322,8 @@ def run(backend: str, sessions: int, turns: int) -> dict[str, Any]:
             themes = _make_themes(data, env, uuid.uuid4().hex[:6])
             # Kept after the run (the temporary folder is not): what the server said.
             log = Path(tempfile.gettempdir()) / f"chatitego-load-server-{backend}.log"
-            with _server(env, log) as (url, pid):
-                result = asyncio.run(_drive(url, pid, themes, sessions, turns))
+            with served(_serve_command, env, log, timeout_s=180) as (url, server):
+                result = asyncio.run(_drive(url, server.pid, themes, sessions, turns))
     return {"backend": backend, "sessions": sessions, "turns_per_session": turns, **result}
 
 

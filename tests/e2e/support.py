@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,13 +58,28 @@ def streamlit_server(
     timeout_s: float = 120.0,
 ) -> Iterator[str]:
     """Run ``page`` (path relative to the repository) and yield its base URL."""
+
+    def command(port: int) -> list[str]:
+        args = [sys.executable, str(ROOT / "tests" / "e2e" / "serve.py"), page, str(port)]
+        return args if script is None else [*args, str(script)]
+
+    with served(command, env, log_path, timeout_s) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def served(
+    command: Callable[[int], list[str]],
+    env: Mapping[str, str],
+    log_path: Path | None = None,
+    timeout_s: float = 120.0,
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run ``command(port)`` (a Streamlit server) until it is healthy; yield its URL and
+    process (whose memory a benchmark may read), and stop it after."""
     port = free_port()
-    args = [sys.executable, str(ROOT / "tests" / "e2e" / "serve.py"), page, str(port)]
-    if script is not None:
-        args.append(str(script))
     log = (log_path or Path(os.devnull)).open("w")
     proc = subprocess.Popen(
-        args, cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
+        command(port), cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -81,7 +96,7 @@ def streamlit_server(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not start within {timeout_s} s")
             time.sleep(0.3)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
