@@ -14,10 +14,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from config.store import StoreSettings, config_file
@@ -117,17 +114,7 @@ class AppConfig(StoreSettings):
         "larger files are refused up front with the estimate",
     )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = TomlConfigSettingsSource(settings_cls, toml_file=config_file())
-        return (init_settings, env_settings, toml)
+    # The sources (environment, then the TOML file, then defaults) are StoreSettings'.
 
     def secrets(self) -> list[str]:
         """Secret values to redact from any message."""
