@@ -236,3 +236,18 @@ class ScriptedLocalLLM(ScriptedLLM):
         if sink is not None:
             sink.append(GenerationUsage(self.count_chat_tokens(messages), 0, 0, 0.0))
         return await super().astream_chat(messages, **kwargs)
+
+
+@dataclass
+class Upload:
+    """What ``st.file_uploader`` gives, reduced to what staging reads."""
+
+    name: str
+    data: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    def getvalue(self) -> bytes:
+        return self.data

@@ -10,12 +10,12 @@ name, at most 120 characters), and the ingest report says it was renamed.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from manager.uploads import stage_uploads
+from tests.fakes import Upload
 from tests.themes_hardening import fast_embedding, one_error_line, run_cli, snapshot
 from themes.cli import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from themes.ingest import ingest_files
@@ -92,19 +92,6 @@ def test_hostile_theme_names_are_refused_everywhere_and_write_nothing(
 
 
 # ------------------------------------------------------------------------------ file names
-
-
-@dataclass
-class Upload:
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def getvalue(self) -> bytes:
-        return self.data
 
 
 @pytest.mark.parametrize("label", list(HOSTILE))

@@ -4,7 +4,6 @@ admin operations (ingest batches, re-index, busy themes, settings)."""
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -44,6 +43,7 @@ from manager.regression import (
 )
 from manager.uploads import parse_url_lines, progress_fraction, stage_uploads, stage_urls
 from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from tests.fakes import Upload
 from tests.pdf_fixtures import make_text_pdf
 from themes.index_storage import IndexStorage, ThemeBusy
 from themes.ingest import IngestProgress, health, reindex
@@ -52,19 +52,6 @@ from themes.theme import Theme, ThemeRepository
 PUMP = "La purge de la pompe hydraulique se fait avec la vanne ZK-4491 ouverte pendant dix minutes."
 LEAVE = "Les congés payés sont de vingt-cinq jours ouvrés par an pour chaque salarié."
 BADGE = "Le badge d'accès au parking se demande à l'accueil avec une pièce d'identité."
-
-
-@dataclass
-class Upload:
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def getvalue(self) -> bytes:
-        return self.data
 
 
 def docx_bytes(*paragraphs: str) -> bytes:

@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from manager.upload_ingest import ingest_uploads, renamed_uploads
 from models.embeddings import LlamaIndexEmbeddingAdapter, load_packaged_minilm
+from tests.fakes import Upload
 from themes.theme import ThemeRepository
-
-
-@dataclass
-class Upload:
-    """What ``st.file_uploader`` gives, reduced to what staging reads."""
-
-    name: str
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-    def getvalue(self) -> bytes:
-        return self.data
 
 
 def test_only_names_stored_differently_are_listed() -> None:
