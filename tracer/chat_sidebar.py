@@ -11,8 +11,8 @@ import streamlit as st
 
 from models.app_settings import AppSettingsManager
 from themes.theme import Theme, ThemeRepository
+from themes.theme_settings import DETAIL_LEVELS
 from tracer.conversation import Conversation
-from tracer.preferences import DETAILS
 from tracer.render import DisplayMode, escape_markdown
 from tracer.ui_text import LANGUAGES, detail_label, display_label, text
 
@@ -46,8 +46,8 @@ def sidebar(
         default_detail = state.get("detail_pref") or theme.settings.detail
         state.detail_pref = st.selectbox(
             text(lang, "detail"),
-            DETAILS,
-            index=DETAILS.index(default_detail),
+            DETAIL_LEVELS,
+            index=DETAIL_LEVELS.index(default_detail),
             format_func=lambda d: detail_label(lang, d),
         )
         state.display_mode = st.radio(

@@ -9,8 +9,6 @@ from themes.theme_settings import DETAIL_LEVELS
 from tracer.render import DisplayMode
 from tracer.ui_text import LANGUAGES
 
-DETAILS = DETAIL_LEVELS  # the chat user's choice among the theme's levels
-
 
 @dataclass(frozen=True)
 class ChatPreferences:
@@ -42,7 +40,7 @@ def parse_preferences(raw: str | None, default_language: str) -> ChatPreferences
     return ChatPreferences(
         lang=lang if lang in LANGUAGES else default_language,
         mode=mode,
-        detail=detail if detail in DETAILS else None,
+        detail=detail if detail in DETAIL_LEVELS else None,
     )
 
 
