@@ -54,6 +54,68 @@ def check_not_echo(question: str, user_message: str) -> None:
         )
 
 
+# Number words a question may use instead of digits ("dans deux semaines").
+_NUMBER_WORDS = {
+    word: value
+    for value, words in enumerate(
+        [
+            "zero zéro",
+            "one un une",
+            "two deux",
+            "three trois",
+            "four quatre",
+            "five cinq",
+            "six",
+            "seven sept",
+            "eight huit",
+            "nine neuf",
+            "ten dix",
+            "eleven onze",
+            "twelve douze",
+        ]
+    )
+    for word in words.split()
+}
+
+
+def drop_invented_numbers(
+    kwargs: dict[str, Any], tool: AsyncBaseTool, user_message: str
+) -> dict[str, Any]:
+    """Drop the optional number arguments the model added on its own.
+
+    Asked "45 jours après le 2025-01-20", the 1.5B model wrote
+    ``{"date": "2025-01-20", "days": 45, "months": 3}``. When at least one
+    optional number argument is a number of the user's message, the others that
+    are not were invented: they are left out (the trace shows the call as run).
+    When none is written there (« dans deux semaines » sent as 14 days), the
+    model converted units, and nothing is dropped.
+    """
+    schema_cls = tool.metadata.fn_schema
+    if schema_cls is None:
+        return kwargs
+    optional_numbers = [
+        name
+        for name, info in schema_cls.model_fields.items()
+        if not info.is_required()
+        and info.annotation in (int, float)
+        and name in kwargs
+        and isinstance(kwargs[name], int | float)
+        and kwargs[name] != info.default
+    ]
+    written = _numbers_in(user_message)
+    grounded = [n for n in optional_numbers if abs(kwargs[n]) in written]
+    if not grounded:
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k not in optional_numbers or k in grounded}
+
+
+def _numbers_in(text: str) -> set[float]:
+    lowered = text.lower()
+    numbers = {float(n.replace(",", ".")) for n in re.findall(r"\d+(?:[.,]\d+)?", lowered)}
+    numbers |= {float(_NUMBER_WORDS[w]) for w in re.findall(r"\w+", lowered) if w in _NUMBER_WORDS}
+    return numbers
+
+
 def _normalise_name(name: str) -> str:
     return name.lower().replace("-", "_").replace(" ", "_").split(".")[-1]
 

@@ -26,6 +26,7 @@ from engine.compact import (
     tool_line,
 )
 from engine.intent import Intent, choose_date_tool, classify_intent, intent_messages, plausible
+from engine.tool_calls import drop_invented_numbers
 from engine.tools.general import GeneralToolKit
 from models.errors import ContextOverflowError
 from models.inprocess import is_in_process
@@ -155,6 +156,47 @@ async def test_a_date_question_gets_the_date_tools() -> None:
     grammar = llm.call_kwargs[0]["grammar"]
     assert all(f'"{name}"' in grammar for name in ("now", "date_add", "date_diff"))
     assert '"calculate"' not in grammar
+
+
+async def test_an_invented_extra_unit_is_left_out_of_the_date_call() -> None:
+    # Seen with the 1.5B model: "45 jours" became days 45 *and* months 3 (2025-06-04).
+    llm = ScriptedLocalLLM(
+        [
+            "Thought: add days.\nAction: date_add\n"
+            'Action Input: {"date": "2025-01-20", "days": 45, "months": 3}',
+            "Answer: 2025-03-06.",
+        ],
+        side_script=["date"],
+    )
+    engine = engine_with(llm)
+    engine.start(language="fr")
+    await consume(engine, "Quelle date sera 45 jours après le 2025-01-20 ?")
+    outcome = engine.last_outcome
+    assert outcome is not None
+    call = outcome.tool_calls[0]
+    assert call.kwargs == {"date": "2025-01-20", "days": 45}
+    assert "2025-03-06" in call.output
+
+
+@pytest.mark.parametrize(
+    ("question", "arguments", "kept"),
+    [
+        # Every number the question writes is kept, digits or words.
+        ("Dans 2 ans et 3 mois ?", {"date": "d", "years": 2, "months": 3}, {"years", "months"}),
+        ("Dans deux semaines ?", {"date": "d", "weeks": 2, "days": 1}, {"weeks"}),
+        # No unit written as such: the model converted ("deux semaines" as 14 days).
+        ("Dans deux semaines ?", {"date": "d", "days": 14}, {"days"}),
+        # A zero is the default: nothing to drop.
+        ("45 days after 2025-01-20?", {"date": "d", "days": 45, "months": 0}, {"days", "months"}),
+        ("45 days after 2025-01-20?", {"date": "d", "days": 45, "weeks": 6}, {"days"}),
+    ],
+)
+def test_only_numbers_the_user_did_not_write_are_dropped(
+    question: str, arguments: dict[str, Any], kept: set[str]
+) -> None:
+    result = drop_invented_numbers(arguments, GENERAL["date_add"], question)
+    assert set(result) == {"date", *kept}
+    assert all(result[k] == arguments[k] for k in result)
 
 
 async def test_a_document_question_is_answered_from_the_search_in_one_step(
