@@ -29,6 +29,7 @@ from themes.retrieval import (
     clean_translation,
     detect_language,
     split_sentences,
+    unwrap_lines,
     with_announced,
 )
 from themes.theme import RetrievalSettings, ThemeRepository
@@ -455,6 +456,38 @@ def test_context_text_numbers_and_delimits_the_sources(office: IndexVersion, min
 )
 def test_split_sentences(text: str, sentences: list[str]) -> None:
     assert [text[a:b] for a, b in split_sentences(text)] == sentences
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # A hard-wrapped paragraph reads as one: "is / skipped" was read as two clauses.
+        (
+            "A modified file is re-indexed, an unchanged file is\nskipped, and a deleted "
+            "file leaves the index.\nNext sentence.",
+            "A modified file is re-indexed, an unchanged file is skipped, and a deleted "
+            "file leaves the index.\nNext sentence.",
+        ),
+        # A wrapped list item joins its own continuation, not the next item.
+        (
+            "Expose :\n- has_final_answer() tells whether a final answer block is\n  there\n"
+            "- get_final_answer()",
+            "Expose :\n- has_final_answer() tells whether a final answer block is there\n"
+            "- get_final_answer()",
+        ),
+        # Headings, short labels, tables and code keep their lines.
+        (
+            "## Adding or updating documents that is a long heading\nBody text here.",
+            "## Adding or updating documents that is a long heading\nBody text here.",
+        ),
+        ("ReActEngine v1\nNe conserve aucun état.", "ReActEngine v1\nNe conserve aucun état."),
+        ("| a long table cell without an end | b |\n| c | d |", None),
+        ("```\nfactory = ModelLoaderFactory() with a long line\nembedding = x\n```", None),
+        ("Paragraph one ends here and is long enough\n\nParagraph two", None),
+    ],
+)
+def test_unwrap_lines_joins_wrapped_lines_only(text: str, shown: str | None) -> None:
+    assert unwrap_lines(text) == (text if shown is None else shown)
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ One ``retrieve(query)`` retrieves wide, re-ranks, then compresses:
 5. Contextual compression (optional): each kept chunk is cut into sentences,
    all sentences are embedded in one batch, and only those close to the query
    (relative to the best sentence found) are kept, in their original order;
-   the best sentence of each chunk always stays.
+   the best sentence of each chunk always stays. The lines a paragraph was
+   wrapped into are joined, so a sentence reads as one.
 
 The retriever reads one ``IndexVersion``: it is scoped to one theme by
 construction and never sees another theme's chunks. It is also a llama-index
@@ -43,7 +44,7 @@ from themes.retrieval.language import (
     detect_language,
 )
 from themes.retrieval.results import RetrievalResult, RetrievedChunk
-from themes.retrieval.sentences import split_sentences
+from themes.retrieval.sentences import split_sentences, unwrap_lines
 from themes.retrieval.translation import TRANSLATION_CACHE_SIZE, Translator, clean_translation
 from themes.retrieval.vectors import FloatMatrix
 
@@ -65,5 +66,6 @@ __all__ = [
     "corpus_languages",
     "detect_language",
     "split_sentences",
+    "unwrap_lines",
     "with_announced",
 ]

@@ -24,6 +24,7 @@ from themes.retrieval.language import (
 )
 from themes.retrieval.rankings import keyword_rankings, vector_rankings
 from themes.retrieval.results import RetrievalResult, RetrievedChunk, page_of
+from themes.retrieval.sentences import unwrap_lines
 from themes.retrieval.translation import TranslationCache, Translator
 from themes.retrieval.vectors import FloatMatrix, normalised
 from themes.theme import RetrievalSettings
@@ -169,7 +170,7 @@ class HybridRetriever(BaseRetriever):
                 RetrievedChunk(
                     node_id=cand.node_id,
                     text=text,
-                    compressed_text=short,
+                    compressed_text=unwrap_lines(short),
                     file_name=str(metadata["file_name"]) if metadata.get("file_name") else None,
                     page=page_of(metadata.get("page")),
                     vector_score=cand.cosine,

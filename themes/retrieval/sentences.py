@@ -38,6 +38,47 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# Lines that keep their own line: headings, tables, quotes, code fences.
+_BLOCK_LINE_RE = re.compile(r"\s*(?:#|\||>|```)")
+# A line shorter than this that ends without punctuation is a title or a label
+# ("ReActEngine v1"), not a cut in a paragraph (wrapped lines are 60-100 characters).
+MIN_WRAPPED_LINE = 30
+
+
+def unwrap_lines(text: str) -> str:
+    """Join the lines a paragraph was wrapped into (PDF text, hard-wrapped Markdown).
+
+    "an unchanged file is\nskipped" reads as two statements to a small model
+    (seen: the 1.5B model then answered from the next clause). A line break stays
+    where ``split_sentences`` cuts (after a sentence end, a colon, before a list
+    item), around headings, tables, quotes and code, after a short line, and
+    inside code fences.
+    """
+    lines = text.split("\n")
+    joined = [lines[0]]
+    in_code = lines[0].lstrip().startswith("```")
+    for line in lines[1:]:
+        previous = joined[-1]
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            joined.append(line)
+            continue
+        keep_break = (
+            in_code
+            or not previous.strip()
+            or not line.strip()
+            or _BLOCK_LINE_RE.match(previous) is not None
+            or _BLOCK_LINE_RE.match(line) is not None
+            or (len(previous.strip()) < MIN_WRAPPED_LINE and not previous.rstrip().endswith(","))
+            or _is_boundary(previous, "\n", line.lstrip()[:8])
+        )
+        if keep_break:
+            joined.append(line)
+        else:
+            joined[-1] = f"{previous.rstrip()} {line.lstrip()}"
+    return "\n".join(joined)
+
+
 def _is_boundary(unit: str, space: str, after: str) -> bool:
     newlines = space.count("\n")
     stripped = unit.rstrip(CLOSERS)
