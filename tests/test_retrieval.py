@@ -480,7 +480,13 @@ def test_split_sentences(text: str, sentences: list[str]) -> None:
             "## Adding or updating documents that is a long heading\nBody text here.",
             "## Adding or updating documents that is a long heading\nBody text here.",
         ),
-        ("ReActEngine v1\nNe conserve aucun état.", "ReActEngine v1\nNe conserve aucun état."),
+        ("ReActEngine v1\nNe conserve aucun état.", None),
+        # Lines without bullets that each start with a capital are a list.
+        ("La segmentation du flux brut en blocs ReActBlock\nL'identification du type", None),
+        (
+            "Accepted formats are PDF, DOCX, HTML,\nMarkdown and plain text.",
+            "Accepted formats are PDF, DOCX, HTML, Markdown and plain text.",
+        ),
         ("| a long table cell without an end | b |\n| c | d |", None),
         ("```\nfactory = ModelLoaderFactory() with a long line\nembedding = x\n```", None),
         ("Paragraph one ends here and is long enough\n\nParagraph two", None),

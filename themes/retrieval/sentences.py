@@ -40,9 +40,6 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
 # Lines that keep their own line: headings, tables, quotes, code fences.
 _BLOCK_LINE_RE = re.compile(r"\s*(?:#|\||>|```)")
-# A line shorter than this that ends without punctuation is a title or a label
-# ("ReActEngine v1"), not a cut in a paragraph (wrapped lines are 60-100 characters).
-MIN_WRAPPED_LINE = 30
 
 
 def unwrap_lines(text: str) -> str:
@@ -51,8 +48,10 @@ def unwrap_lines(text: str) -> str:
     "an unchanged file is\nskipped" reads as two statements to a small model
     (seen: the 1.5B model then answered from the next clause). A line break stays
     where ``split_sentences`` cuts (after a sentence end, a colon, before a list
-    item), around headings, tables, quotes and code, after a short line, and
-    inside code fences.
+    item), around headings, tables, quotes and code fences, and before a line that
+    starts with a capital unless the line before ends with a comma: lines without
+    bullets are often a list ("La segmentation du flux…" / "L'identification…"),
+    while a wrapped sentence goes on in lower case.
     """
     lines = text.split("\n")
     joined = [lines[0]]
@@ -69,7 +68,7 @@ def unwrap_lines(text: str) -> str:
             or not line.strip()
             or _BLOCK_LINE_RE.match(previous) is not None
             or _BLOCK_LINE_RE.match(line) is not None
-            or (len(previous.strip()) < MIN_WRAPPED_LINE and not previous.rstrip().endswith(","))
+            or not (line.lstrip()[:1].islower() or previous.rstrip().endswith(","))
             or _is_boundary(previous, "\n", line.lstrip()[:8])
         )
         if keep_break:
