@@ -188,6 +188,10 @@ def _pattern(alternative: str) -> re.Pattern[str] | None:
         return re.compile(rf"(?<!\w)(?<!\d\.){re.escape(wanted)}{zeros}(?!\w)(?!\.\d)")
     start = r"(?<!\w)" if re.match(r"\w", wanted) else ""
     end = r"(?!\w)" if re.search(r"\w$", wanted) else ""
+    if re.fullmatch(r"[a-z]+", alternative):
+        # A common noun also counts in the plural: "les fichiers, pages et scores" states
+        # "fichier", "page" and "score". Names and acronyms ("PDF", "take_step") do not.
+        end = r"(?:s|x)?" + end
     return re.compile(start + re.escape(wanted) + end)
 
 
