@@ -301,6 +301,18 @@ def test_compression_keeps_what_a_kept_sentence_announces_with_a_colon() -> None
         True,
         False,
     ]
+    # The block a colon announces comes with its lines, not only its list items; prose
+    # after a blank line does not.
+    layers = (
+        "It rests on two layers:\n\nFactory\n- Installs the models.\n"
+        "Wrapper Normalisation of the backend:\n- Unifies the backends.\n\nThe result is kept."
+    )
+    spans = split_sentences(layers)
+    assert len(spans) == 6
+    assert with_announced(layers, spans, [True, False, False, False, False, False]) == [
+        *[True] * 5,
+        False,
+    ]
 
 
 def test_without_compression_the_chunks_are_whole(office: IndexVersion, minilm: Any) -> None:

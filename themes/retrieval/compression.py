@@ -68,12 +68,23 @@ def with_announced(text: str, spans: list[tuple[int, int]], keep: list[bool]) ->
         if not (keep[i] and text[start:end].rstrip(CLOSERS).endswith(":")):
             continue
         kept[i + 1] = True
-        # A list announced by the colon comes whole ("au minimum :" - theme, detail, language).
+        # A list announced by the colon comes whole ("au minimum :" - theme, detail, language),
+        # and so do the lines of its block: "trois couches :" announced three names, each
+        # a line with its own items ("UniversalEmbeddingWrapper …" was cut, its items kept).
         j = i + 1
-        while j < len(spans) and j - i <= MAX_ANNOUNCED_ITEMS and _is_list_item(text, spans[j]):
-            kept[j] = True
+        while (
+            j + 1 < len(spans)
+            and j + 1 - i <= MAX_ANNOUNCED_ITEMS
+            and (_is_list_item(text, spans[j + 1]) or _next_line(text, spans[j], spans[j + 1]))
+        ):
             j += 1
+            kept[j] = True
     return kept
+
+
+def _next_line(text: str, span: tuple[int, int], following: tuple[int, int]) -> bool:
+    """``following`` starts the line right after ``span``'s (no blank line between)."""
+    return text[span[1] : following[0]].count("\n") == 1
 
 
 def _is_list_item(text: str, span: tuple[int, int]) -> bool:
