@@ -320,6 +320,25 @@ def test_without_compression_the_chunks_are_whole(office: IndexVersion, minilm: 
     assert all(item.compressed_text == item.text for item in result.items)
 
 
+def test_the_passages_shown_join_wrapped_lines(tmp_path: Path, minilm: Any) -> None:
+    wrapped = {
+        "guide": (
+            "guide.md",
+            None,
+            "## Updating documents\nA modified file is re-indexed, an unchanged file is\n"
+            "skipped, and a deleted file leaves the index.",
+        )
+    }
+    version = build_version(tmp_path / "guide", wrapped, minilm)
+    for compression in (False, True):
+        result = retriever(version, minilm, compression=compression).retrieve(
+            "What happens to an unchanged file?"
+        )
+        shown = result.items[0].compressed_text
+        assert "an unchanged file is skipped, and a deleted file" in shown
+        assert shown.startswith("## Updating documents\n")
+
+
 # --- query translation ------------------------------------------------------------------------
 
 
