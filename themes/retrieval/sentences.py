@@ -1,4 +1,4 @@
-"""Splitting a chunk into sentences, for contextual compression."""
+"""Splitting a chunk into sentences, for contextual compression; joining its wrapped lines."""
 
 from __future__ import annotations
 
