@@ -39,6 +39,8 @@ def build_agent(
             header=session_compact_header(context, state.language, detail),
             documents_first=documents_first,
             language=state.language,
+            theme_prompt=context.custom_prompt,
+            detail=detail,
         )
     else:
         formatter = ChatitegoReActFormatter(

@@ -22,7 +22,7 @@ from config.settings import AppConfig, get_config
 from engine.agent import ChatitegoReActAgent
 from engine.agent_factory import build_agent, new_turn_state, session_compact_header
 from engine.chat_mode import stream_chat_turn
-from engine.compact import documents_system_message, tool_line
+from engine.compact import documents_prompt_start, tool_line
 from engine.history import PreparedHistory, prepare_history
 from engine.intent import classify_intent
 from engine.prompts import Language
@@ -168,17 +168,16 @@ class ReActEngine:
         """Load the configured models now (instead of at the first prompt).
 
         With an in-process model and the compact profile, also read the stable
-        start of the prompts (the system header of this session, the intent
+        start of the prompts (how a documents step starts, the intent
         classifier's instructions) into the model's KV caches: the first question
         then only costs what follows them.
         """
         llm = self._models.get_llm()
         if not (self._started and self._compact and isinstance(llm, InProcessModel)):
             return
-        header = self._compact_header(self.language)
         prefill = getattr(llm, "prefill", None)
         if prefill is not None:
-            prefill([documents_system_message(header)])
+            prefill(documents_prompt_start(self.language, self.detail, self._context.custom_prompt))
         # A theme with MCP tools classifies with their summaries: the same prefix to read.
         summaries: list[str] = []
 

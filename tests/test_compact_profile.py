@@ -22,17 +22,19 @@ from engine.budget import TokenBudget, estimate_tokens, fit_prompt
 from engine.compact import (
     CompactReActFormatter,
     compact_header,
+    documents_prompt_start,
     react_grammar,
     tool_line,
 )
 from engine.intent import Intent, choose_date_tool, classify_intent, intent_messages, plausible
+from engine.prompts import Language
 from engine.tool_calls import drop_invented_numbers
 from engine.tools.general import GeneralToolKit
 from models.errors import ContextOverflowError
 from models.inprocess import is_in_process
 from tests.fakes import ScriptedLLM, ScriptedLocalLLM
 from tests.test_engine_corpus import corpus_config
-from tests.test_theme_rag import make_theme, minilm  # noqa: F401 - fixture
+from tests.test_theme_rag import THEME_PROMPT, make_theme, minilm  # noqa: F401 - fixture
 
 GENERAL = {t.metadata.get_name(): t for t in GeneralToolKit().tools()}
 
@@ -222,8 +224,47 @@ async def test_a_document_question_is_answered_from_the_search_in_one_step(
     # Laid out as a focused retrieval call: instruction, passages in rank order, question.
     assert (last.content or "").startswith("Answer the question from the sources below")
     assert (last.content or "").index("[Source 1:") < (last.content or "").index("[Source 2:")
-    assert "do not contain the answer" in (messages[0].content or "")
+    # No header, no identity, no format rules: only the admin's theme prompt before it.
+    assert [m.role for m in messages] == [MessageRole.SYSTEM, MessageRole.USER]
+    assert messages[0].content == THEME_PROMPT
     assert llm.call_kwargs[0]["grammar"].startswith("root ::= answer")
+
+
+@pytest.mark.parametrize(
+    ("theme_prompt", "detail", "language", "roles", "instruction"),
+    [
+        ("", "standard", "fr", ["user"], "Réponds à la question à partir des sources"),
+        ("Tu es l'assistant RH.", "standard", "fr", ["system", "user"], "Réponds à la"),
+        ("", "concise", "fr", ["user"], "en citant [Source n]. Réponds en une ou deux phrases."),
+        ("", "detailed", "en", ["user"], "citing [Source n]. Give a detailed answer"),
+    ],
+)
+def test_a_documents_step_is_laid_out_as_a_focused_call(
+    theme_prompt: str, detail: str, language: Language, roles: list[str], instruction: str
+) -> None:
+    formatter = CompactReActFormatter(
+        header=compact_header(language, detail, theme_prompt),
+        documents_first=True,
+        language=language,
+        theme_prompt=theme_prompt,
+        detail=detail,
+    )
+    search = [
+        ActionReasoningStep(thought="t", action="search_documents", action_input={"query": "q"}),
+        ObservationReasoningStep(observation="Found:\n[Source 1: a.md]\nTwo days."),
+    ]
+    history = [ChatMessage(role=MessageRole.USER, content="Combien de jours ?")]
+    messages = formatter.format([], history, search)
+    assert [m.role.value for m in messages] == roles
+    if theme_prompt:
+        assert messages[0].content == theme_prompt
+    content = messages[-1].content or ""
+    assert instruction in content.split("\n")[0]
+    assert content.endswith("Combien de jours ?") and "[Source 1: a.md]\nTwo days." in content
+    # Warm-up prefills the same start.
+    start = documents_prompt_start(language, detail, theme_prompt)
+    assert [m.role.value for m in start] == roles
+    assert content.startswith(start[-1].content or "")
 
 
 async def test_a_general_question_without_a_theme_is_answered_directly() -> None:
@@ -237,17 +278,21 @@ async def test_a_general_question_without_a_theme_is_answered_directly() -> None
 
 
 def test_the_header_is_the_same_for_every_step_of_a_session() -> None:
-    header = compact_header("fr", "standard", "Tu es l'assistant RH.")
-    formatter = CompactReActFormatter(header=header, documents_first=True)
+    prompt = "Tu es l'assistant RH."
+    header = compact_header("fr", "standard", prompt)
+    formatter = CompactReActFormatter(header=header, documents_first=True, theme_prompt=prompt)
     question = [ChatMessage(role=MessageRole.USER, content="Combien font 2 + 2 ?")]
     with_tools = formatter.format([GENERAL["calculate"]], question, [])
+    direct = formatter.format([], question, [])
     search = [
         ActionReasoningStep(thought="t", action="search_documents", action_input={"query": "q"}),
         ObservationReasoningStep(observation="[Source 1: a.md]\ntext\n[End of source 1]"),
     ]
     with_documents = formatter.format([], question, search)
     assert (with_tools[0].content or "").startswith(header)
-    assert (with_documents[0].content or "").startswith(header)
+    assert (direct[0].content or "").startswith(header)
+    # A documents step keeps the admin's words only (the focused-call layout).
+    assert with_documents[0].content == prompt
 
 
 def test_a_tool_line_is_its_summary_and_its_example() -> None:
@@ -439,8 +484,9 @@ def test_warm_up_reads_the_stable_prompts_before_the_first_question(
     engine = engine_with(llm, minilm)
     engine.start(theme="hr")
     engine.warm_up()
-    (system,) = llm.prefilled[0]
-    assert system.role == MessageRole.SYSTEM
-    assert (system.content or "").startswith(engine._compact_header("en"))
-    assert "do not contain the answer" in (system.content or "")
+    # How a documents step starts: the theme's prompt, then the instruction before the passages.
+    system, instruction = llm.prefilled[0]
+    assert system.role == MessageRole.SYSTEM and system.content == THEME_PROMPT
+    assert instruction.role == MessageRole.USER
+    assert (instruction.content or "").startswith("Answer the question from the sources below")
     assert len(llm.side_calls) == 1  # the intent classifier's instructions
