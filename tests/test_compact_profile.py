@@ -140,11 +140,11 @@ async def test_a_calculation_gets_the_calculator_alone_then_must_answer() -> Non
     assert outcome.usage.model_calls == 2 and outcome.usage.prompt_tokens > 0
 
 
-async def test_a_date_question_gets_the_date_tools() -> None:
+async def add_days_turn(action_input: str) -> tuple[ScriptedLocalLLM, Any]:
+    """A French "45 days after" turn whose model calls date_add with ``action_input``."""
     llm = ScriptedLocalLLM(
         [
-            "Thought: add days.\nAction: date_add\n"
-            'Action Input: {"date": "2025-01-20", "days": 45}',
+            f"Thought: add days.\nAction: date_add\nAction Input: {action_input}",
             "Answer: 2025-03-06.",
         ],
         side_script=["date"],
@@ -152,7 +152,11 @@ async def test_a_date_question_gets_the_date_tools() -> None:
     engine = engine_with(llm)
     engine.start(language="fr")
     await consume(engine, "Quelle date sera 45 jours après le 2025-01-20 ?")
-    outcome = engine.last_outcome
+    return llm, engine.last_outcome
+
+
+async def test_a_date_question_gets_the_date_tools() -> None:
+    llm, outcome = await add_days_turn('{"date": "2025-01-20", "days": 45}')
     assert outcome is not None and outcome.route == "date"
     assert "2025-03-06" in outcome.tool_calls[0].output
     grammar = llm.call_kwargs[0]["grammar"]
@@ -162,18 +166,7 @@ async def test_a_date_question_gets_the_date_tools() -> None:
 
 async def test_an_invented_extra_unit_is_left_out_of_the_date_call() -> None:
     # Seen with the 1.5B model: "45 jours" became days 45 *and* months 3 (2025-06-04).
-    llm = ScriptedLocalLLM(
-        [
-            "Thought: add days.\nAction: date_add\n"
-            'Action Input: {"date": "2025-01-20", "days": 45, "months": 3}',
-            "Answer: 2025-03-06.",
-        ],
-        side_script=["date"],
-    )
-    engine = engine_with(llm)
-    engine.start(language="fr")
-    await consume(engine, "Quelle date sera 45 jours après le 2025-01-20 ?")
-    outcome = engine.last_outcome
+    _, outcome = await add_days_turn('{"date": "2025-01-20", "days": 45, "months": 3}')
     assert outcome is not None
     call = outcome.tool_calls[0]
     assert call.kwargs == {"date": "2025-01-20", "days": 45}
