@@ -7,17 +7,16 @@ thing per prompt well. Shown document passages and a list of tools at once,
 it calls a tool at random; shown the search it already ran, it runs it
 again. So each step of a compact turn gets:
 
-- a short header whose first part never changes within a session (identity,
-  the admin's theme prompt, language, length), so llama.cpp reuses its KV cache
-  from one step and one turn to the next;
-- then only what this step may use: the documents found for the question
-  (and no tool, no ReAct format rules), or the few tools the question's intent
-  calls for with the format rules;
-- a documents step (the passages found before the first step) is laid out as a
-  focused retrieval call: no system message but the admin's theme prompt, then
-  one user message with a one-line instruction in the session's language, the
-  passages, the question. Measured on the 47 document questions of the answer
-  benchmark: 41 right this way, 37 with the header as a system message;
+- in a tool or direct step, a short header whose first part never changes within
+  a session (identity, the admin's theme prompt, language, length), so llama.cpp
+  reuses its KV cache from one step and one turn to the next, then only the few
+  tools the question's intent calls for, with the format rules;
+- a documents step (no tool, no ReAct format rules; the passages found before
+  the first step) is laid out as a focused retrieval call: no system message but
+  the admin's theme prompt, then one user message with a one-line instruction in
+  the session's language, the passages, the question. Measured on the 47
+  document questions of the answer benchmark: 41 right this way, 37 with the
+  header as a system message;
 - a GBNF grammar on the output: with tools, one Thought line then an Answer or
   an Action on one of the step's tools with a JSON object of its own arguments;
   without, the Answer alone. A small model's format slips become impossible
