@@ -55,7 +55,7 @@ from engine.observations import render_observation
 from engine.output_parser import TolerantReActOutputParser
 from engine.prompts import FORCE_FINAL_INSTRUCTION, STOP_REASON_TEXT
 from engine.step_stream import StepShaper
-from engine.tool_calls import check_not_echo, drop_invented_numbers, resolve_tool_call
+from engine.tool_calls import check_not_echo, resolve_tool_call
 from engine.transport import FaultKind, LLMCallFailed, RetryPolicy, redact, stream_llm
 from engine.turn_state import TurnState
 from engine.types import LLMFault, StopReason, ToolCallRecord
@@ -254,12 +254,10 @@ class ChatitegoReActAgent(ReActAgent):
         action = cast(ActionReasoningStep, step_out)
         if state.force_final:
             return self._compose_fallback()
-        tool, kwargs = resolve_tool_call(action, tools)
         user_message = await ctx.store.get("user_msg_str", "")
+        tool, kwargs = resolve_tool_call(action, tools, user_message)
         if tool == ASK_USER_TOOL:
             check_not_echo(str(kwargs.get("question", "")), user_message)
-        by_name = {t.metadata.get_name(): t for t in tools}
-        kwargs = drop_invented_numbers(kwargs, by_name[tool], user_message)
         action = ActionReasoningStep(thought=action.thought, action=tool, action_input=kwargs)
         reasoning.append(action)
         await ctx.store.set(self.reasoning_key, reasoning)

@@ -170,11 +170,13 @@ class CompactReActFormatter(ReActChatFormatter):
         self, documents: str, history: list[ChatMessage], reasoning: list[BaseReasoningStep]
     ) -> list[ChatMessage]:
         """The theme prompt if any, the history, then instruction + passages + question."""
-        messages = documents_prompt_start(self.language, self.detail, self.theme_prompt)[:-1]
+        *messages, instruction = documents_prompt_start(
+            self.language, self.detail, self.theme_prompt
+        )
         if history and history[-1].role == MessageRole.USER:
             question = history.pop().content or ""
             content = (
-                f"{documents_instruction(self.language, self.detail)}\n\n{documents}\n\n"
+                f"{instruction.content}\n\n{documents}\n\n"
                 f"{_QUESTION_LABEL[self.language]} {question}"
             )
             history.append(ChatMessage(role=MessageRole.USER, content=content))

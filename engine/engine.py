@@ -20,7 +20,7 @@ from llama_index.core.tools import BaseTool
 
 from config.settings import AppConfig, get_config
 from engine.agent import ChatitegoReActAgent
-from engine.agent_factory import build_agent, new_turn_state, session_compact_header
+from engine.agent_factory import build_agent, new_turn_state
 from engine.chat_mode import stream_chat_turn
 from engine.compact import documents_prompt_start, tool_line
 from engine.history import PreparedHistory, prepare_history
@@ -325,9 +325,6 @@ class ReActEngine:
             llm_timeout_s=self.config.llm_timeout_s,
             compact=compact,
         )
-
-    def _compact_header(self, language: Language) -> str:
-        return session_compact_header(self._context, language, self.detail)
 
     def _retry_policy(self) -> RetryPolicy:
         return retry_policy(self.config, self._models.llm)

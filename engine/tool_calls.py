@@ -20,9 +20,13 @@ from engine.output_parser import FORMAT_REMINDER, RAW_INPUT_KEY
 
 
 def resolve_tool_call(
-    action: ActionReasoningStep, tools: Sequence[AsyncBaseTool]
+    action: ActionReasoningStep, tools: Sequence[AsyncBaseTool], user_message: str = ""
 ) -> tuple[str, dict[str, Any]]:
-    """Check the tool name and arguments; normalise what is unambiguous, else RetryException."""
+    """Check the tool name and arguments; normalise what is unambiguous, else RetryException.
+
+    ``user_message``: the turn's question, to leave out the numbers the model invented
+    (``drop_invented_numbers``).
+    """
     by_name = {t.metadata.get_name(): t for t in tools}
     name = action.action
     if name not in by_name:
@@ -37,7 +41,7 @@ def resolve_tool_call(
         name = matches[0]
     tool = by_name[name]
     kwargs = _normalise_kwargs(name, dict(action.action_input), tool)
-    return name, kwargs
+    return name, drop_invented_numbers(kwargs, tool, user_message)
 
 
 def check_not_echo(question: str, user_message: str) -> None:
